@@ -1,0 +1,50 @@
+"""Pensive: hierarchical context retrieval and long-term memory for LLM applications.
+
+Importing this package loads no model, opens no file and touches no network.
+"""
+
+from .chunking import chunk_text
+from .config import PensiveConfig, load_config
+from .engine import Pensive
+from .errors import (
+    BackendError,
+    ConfigError,
+    InputError,
+    MissingDependencyError,
+    NotFoundError,
+    PensiveError,
+    SchemaVersionError,
+)
+from .fusion import Fused, rrf, weighted, zscore
+from .timeutil import ensure_utc
+from .tokenize import Tokenizer
+from .types import Chunk, Document, Hit, IngestReport, QueryResult, VectorQuery
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BackendError",
+    "Chunk",
+    "ConfigError",
+    "Document",
+    "Fused",
+    "Hit",
+    "IngestReport",
+    "InputError",
+    "MissingDependencyError",
+    "NotFoundError",
+    "Pensive",
+    "PensiveConfig",
+    "PensiveError",
+    "QueryResult",
+    "SchemaVersionError",
+    "Tokenizer",
+    "VectorQuery",
+    "__version__",
+    "chunk_text",
+    "ensure_utc",
+    "load_config",
+    "rrf",
+    "weighted",
+    "zscore",
+]

@@ -1,0 +1,201 @@
+"""The store's SQLite side: metadata, the L3 archive of whole documents, and passage rows.
+
+Documents are kept whole, zlib-compressed, with a content hash; passages keep their character
+offsets into the document so a hit can be expanded to its neighbours or the whole document.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import zlib
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from .errors import SchemaVersionError
+from .timeutil import from_iso, to_iso, utcnow
+from .types import Chunk, Document
+
+__all__ = ["Archive", "SCHEMA_VERSION", "StoredChunk"]
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS documents (
+    id TEXT PRIMARY KEY,
+    body BLOB NOT NULL,
+    hash TEXT NOT NULL,
+    metadata TEXT NOT NULL,
+    timestamp TEXT,
+    ingested_at TEXT NOT NULL,
+    n_chunks INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS chunks (
+    id TEXT PRIMARY KEY,
+    doc_id TEXT NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    ordinal INTEGER NOT NULL,
+    start INTEGER NOT NULL,
+    "end" INTEGER NOT NULL,
+    hash TEXT NOT NULL,
+    text TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id, ordinal);
+"""
+
+
+@dataclass(frozen=True)
+class StoredChunk:
+    """A passage row joined with its document's metadata and timestamp."""
+
+    id: str
+    doc_id: str
+    ordinal: int
+    text: str
+    metadata: dict[str, Any]
+    timestamp: datetime | None
+
+
+class Archive:
+    """SQLite (WAL) storage for documents, passages and store metadata.
+
+    Args:
+        path: The database file.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.execute("PRAGMA foreign_keys=ON")
+        version = self._schema_version()
+        if version is not None and version != SCHEMA_VERSION:
+            self.db.close()
+            raise SchemaVersionError(
+                f"store {path.parent} has schema version {version}, this Pensive reads version "
+                f"{SCHEMA_VERSION}; re-ingest into a new folder or use a matching Pensive release"
+            )
+        self.db.executescript(_SCHEMA)
+        if version is None:
+            self.set_meta("schema_version", SCHEMA_VERSION)
+
+    def _schema_version(self) -> int | None:
+        has = self.db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
+        if not has:
+            return None
+        row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        return None if row is None else int(json.loads(row[0]))
+
+    # -- meta ---------------------------------------------------------------------------------
+    def get_meta(self, key: str) -> Any:
+        """Read a JSON value from the meta table (None when absent)."""
+        row = self.db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def set_meta(self, key: str, value: Any) -> None:
+        """Write a JSON value to the meta table."""
+        self.db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                        (key, json.dumps(value)))
+
+    # -- documents ----------------------------------------------------------------------------
+    def fingerprint(self, doc_id: str) -> tuple[str, str, str | None] | None:
+        """``(hash, metadata json, timestamp)`` of a stored document, or None."""
+        row = self.db.execute("SELECT hash, metadata, timestamp FROM documents WHERE id=?",
+                              (doc_id,)).fetchone()
+        return None if row is None else (row[0], row[1], row[2])
+
+    def chunk_ids(self, doc_id: str) -> list[str]:
+        """Passage ids of a document, in order."""
+        return [r[0] for r in self.db.execute(
+            "SELECT id FROM chunks WHERE doc_id=? ORDER BY ordinal", (doc_id,))]
+
+    def write(self, docs: Sequence[tuple[Document, str, list[Chunk]]]) -> None:
+        """Store documents (replacing same ids) and their passages, in one transaction."""
+        now = to_iso(utcnow())
+        with self.transaction():
+            for doc, doc_hash, chunks in docs:
+                self.db.execute("DELETE FROM chunks WHERE doc_id=?", (doc.id,))
+                self.db.execute(
+                    "INSERT OR REPLACE INTO documents VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (doc.id, zlib.compress(doc.text.encode("utf-8"), 6), doc_hash,
+                     metadata_json(doc.metadata), to_iso(doc.timestamp), now, len(chunks)),
+                )
+                self.db.executemany(
+                    'INSERT OR REPLACE INTO chunks(id, doc_id, ordinal, start, "end", hash, text) '
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [(c.id, c.doc_id, c.ordinal, c.start, c.end, c.hash, c.text) for c in chunks],
+                )
+
+    def delete(self, doc_id: str) -> list[str]:
+        """Delete a document and its passages; returns the passage ids removed."""
+        ids = self.chunk_ids(doc_id)
+        with self.transaction():
+            self.db.execute("DELETE FROM chunks WHERE doc_id=?", (doc_id,))
+            self.db.execute("DELETE FROM documents WHERE id=?", (doc_id,))
+        return ids
+
+    def document(self, doc_id: str) -> Document | None:
+        """The whole stored document, or None."""
+        row = self.db.execute(
+            "SELECT body, metadata, timestamp FROM documents WHERE id=?", (doc_id,)).fetchone()
+        if row is None:
+            return None
+        return Document(id=doc_id, text=zlib.decompress(row[0]).decode("utf-8"),
+                        metadata=json.loads(row[1]), timestamp=from_iso(row[2]))
+
+    def chunks(self, ids: Iterable[str]) -> dict[str, StoredChunk]:
+        """Passages by id, joined with their document's metadata (missing ids are absent)."""
+        ids = list(ids)
+        out: dict[str, StoredChunk] = {}
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            q = ("SELECT c.id, c.doc_id, c.ordinal, c.text, d.metadata, d.timestamp "
+                 "FROM chunks c JOIN documents d ON d.id = c.doc_id "
+                 f"WHERE c.id IN ({','.join('?' * len(part))})")
+            for cid, did, ordinal, text, meta, ts in self.db.execute(q, part):
+                out[cid] = StoredChunk(cid, did, ordinal, text, json.loads(meta), from_iso(ts))
+        return out
+
+    def neighbours(self, doc_id: str, ordinal: int, window: int) -> list[tuple[int, int, int]]:
+        """``(ordinal, start, end)`` of passages within ``window`` of ``ordinal`` in a document."""
+        return list(self.db.execute(
+            'SELECT ordinal, start, "end" FROM chunks WHERE doc_id=? AND ordinal BETWEEN ? AND ? '
+            "ORDER BY ordinal", (doc_id, ordinal - window, ordinal + window)))
+
+    def counts(self) -> tuple[int, int]:
+        """``(documents, passages)`` stored."""
+        d = self.db.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
+        c = self.db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        return int(d), int(c)
+
+    def transaction(self):  # type: ignore[no-untyped-def]
+        """A context manager for one write transaction."""
+        db = self.db
+
+        class _Tx:
+            def __enter__(self) -> None:
+                db.execute("BEGIN IMMEDIATE")
+
+            def __exit__(self, exc_type, *_: object) -> None:  # type: ignore[no-untyped-def]
+                db.execute("ROLLBACK" if exc_type else "COMMIT")
+
+        return _Tx()
+
+    def close(self) -> None:
+        """Close the database."""
+        self.db.close()
+
+
+def metadata_json(metadata: Any) -> str:
+    """Serialise metadata deterministically (sorted keys; datetimes as ISO strings)."""
+    return json.dumps(metadata, sort_keys=True, default=_json_default, ensure_ascii=False)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return to_iso(value)
+    raise TypeError(f"metadata value {value!r} of type {type(value).__name__} is not JSON-serialisable")

@@ -1,0 +1,43 @@
+"""Atomic generation-numbered files: write new files, then swap a small manifest by rename."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+__all__ = ["atomic_write_bytes", "write_manifest", "read_manifest"]
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temp file, fsync and rename."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def write_manifest(folder: Path, name: str, payload: dict[str, Any]) -> None:
+    """Atomically replace ``folder/name`` with ``payload`` as JSON."""
+    atomic_write_bytes(folder / name, json.dumps(payload).encode())
+
+
+def read_manifest(folder: Path, name: str) -> dict[str, Any] | None:
+    """Read a manifest written by :func:`write_manifest`, or None if there is none."""
+    path = folder / name
+    if not path.exists():
+        return None
+    return json.loads(path.read_text())  # type: ignore[no-any-return]
+
+
+def remove_stale(folder: Path, prefix: str, keep: set[str]) -> None:
+    """Delete ``prefix*`` files in ``folder`` that no manifest references any more."""
+    for p in folder.glob(prefix + "*"):
+        if p.name not in keep and not p.name.endswith(".json"):
+            try:
+                p.unlink()
+            except OSError:
+                pass

@@ -1,0 +1,224 @@
+"""Configuration: one pydantic model, loaded from a TOML file, a dict, or ``PENSIVE_*`` variables.
+
+A partial config overrides only the keys it names; unknown keys are an error.
+Environment overrides use double underscores between levels, e.g.
+``PENSIVE_FUSION__METHOD=zscore`` or ``PENSIVE_EMBEDDER__NAME=hash``; values are read as JSON
+when they parse as JSON, else as strings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .errors import ConfigError
+
+__all__ = [
+    "PensiveConfig",
+    "BackendConfig",
+    "FaissConfig",
+    "EmbedderConfig",
+    "ChunkingConfig",
+    "BM25Config",
+    "FusionConfig",
+    "load_config",
+    "STRUCTURAL_KEYS",
+]
+
+
+RETRIEVERS = frozenset({"dense", "bm25"})
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class FaissConfig(_Section):
+    """FAISS index shape. ``auto`` is exact inner product up to ``hnsw_threshold`` vectors."""
+
+    index: Literal["auto", "flat", "hnsw"] = "auto"
+    hnsw_threshold: int = Field(200_000, ge=1)
+    hnsw_m: int = Field(32, ge=4, le=128)
+    ef_construction: int = Field(80, ge=8)
+    ef_search: int = Field(128, ge=8)
+
+
+class BackendConfig(_Section):
+    """Which vector backend holds the dense vectors (``faiss``, ``memory`` or ``module:Class``)."""
+
+    name: str = "faiss"
+    faiss: FaissConfig = FaissConfig()
+
+
+class EmbedderConfig(_Section):
+    """Which embedder: ``minilm`` (bundled), ``hash`` (model-free) or a sentence-transformers path."""
+
+    name: str = "minilm"
+    batch_size: int = Field(64, ge=1, le=4096)
+    # One torch thread measured fastest for query embedding on 2 shared cores (see README).
+    threads: int = Field(1, ge=0, le=256)
+    dim: int = Field(384, ge=8, le=8192)  # the hash embedder's dimension; models report their own
+
+
+class ChunkingConfig(_Section):
+    """Sentence-aware chunking; sizes are in the embedder's own tokens (word pieces)."""
+
+    target_tokens: int = Field(0, ge=0)  # 0: the embedder's window
+    min_tokens: int = Field(32, ge=0)
+
+
+class BM25Config(_Section):
+    """Sparse retrieval on bm25s."""
+
+    method: Literal["lucene", "robertson", "atire"] = "lucene"
+    k1: float = Field(1.2, gt=0)
+    b: float = Field(0.75, ge=0, le=1)
+    stemmer: str = "english"  # a PyStemmer algorithm, or "" for none
+    stopwords: Literal["en", "none"] = "en"
+    merge_ratio: float = Field(0.1, gt=0, le=1)  # merge delta segments past this share of docs
+
+
+class FusionConfig(_Section):
+    """How dense and sparse rankings are fused."""
+
+    method: Literal["rrf", "weighted", "zscore"] = "rrf"
+    k: int = Field(60, ge=1)
+    weights: dict[str, float] = Field(default_factory=lambda: {"dense": 1.0, "bm25": 1.0})
+    depth: int = Field(100, ge=1, le=10_000)  # candidates taken from each retriever
+
+    @field_validator("weights")
+    @classmethod
+    def _known_retrievers(cls, value: dict[str, float]) -> dict[str, float]:
+        unknown = sorted(set(value) - RETRIEVERS)
+        if unknown:
+            raise ValueError(f"unknown retriever(s) {unknown}; known: {sorted(RETRIEVERS)}")
+        if any(w < 0 for w in value.values()):
+            raise ValueError("weights must be >= 0")
+        return value
+
+
+class PensiveConfig(_Section):
+    """The whole configuration. Every key has a default; see ``README.md`` for each."""
+
+    backend: BackendConfig = BackendConfig()
+    embedder: EmbedderConfig = EmbedderConfig()
+    chunking: ChunkingConfig = ChunkingConfig()
+    bm25: BM25Config = BM25Config()
+    fusion: FusionConfig = FusionConfig()
+
+
+# Keys a built store depends on: opening a store with a different value would be silent garbage.
+STRUCTURAL_KEYS = (
+    "backend.name",
+    "embedder.name",
+    "embedder.dim",
+    "chunking.target_tokens",
+    "chunking.min_tokens",
+    "bm25.stemmer",
+    "bm25.stopwords",
+)
+
+
+def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, raw in environ.items():
+        if not name.startswith("PENSIVE_") or "__" not in name:
+            continue  # PENSIVE_HOME and friends are not config keys
+        path = name[len("PENSIVE_") :].lower().split("__")
+        try:
+            value: Any = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        node = out
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+        node[path[-1]] = value
+    return out
+
+
+def _format_validation(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"])
+        if err["type"] == "extra_forbidden":
+            parts.append(f"unknown config key '{where}'")
+        else:
+            parts.append(f"'{where}': {err['msg']} (got {err.get('input')!r})")
+    return "; ".join(parts)
+
+
+def read_config_source(config: Mapping[str, Any] | str | os.PathLike[str] | None) -> dict[str, Any]:
+    """Read a config source (dict, TOML path, or None) into a plain dict, unvalidated.
+
+    Raises:
+        ConfigError: If the file is missing or not valid TOML, or the type is wrong.
+    """
+    if config is None:
+        return {}
+    if isinstance(config, PensiveConfig):
+        return config.model_dump()
+    if isinstance(config, Mapping):
+        return dict(config)
+    if isinstance(config, (str, os.PathLike)):
+        path = Path(config)
+        try:
+            with path.open("rb") as fh:
+                return tomllib.load(fh)
+        except FileNotFoundError as exc:
+            raise ConfigError(f"config file not found: {path}") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+    raise ConfigError(
+        f"config must be a dict, a path to a TOML file, or None; got {type(config).__name__}"
+    )
+
+
+def load_config(
+    config: Mapping[str, Any] | str | os.PathLike[str] | None = None,
+    *,
+    base: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> PensiveConfig:
+    """Build a validated config: defaults, then ``base``, then ``config``, then environment.
+
+    Args:
+        config: A dict of the same shape as ``pensive.toml``, a path to such a file, or None.
+        base: A config to start from instead of the defaults (e.g. the one saved in a store).
+        environ: Environment to read ``PENSIVE_*`` overrides from (default ``os.environ``).
+
+    Returns:
+        The validated configuration.
+
+    Raises:
+        ConfigError: On an unknown key, a wrong value, or an unreadable file.
+    """
+    merged = _deep_merge(PensiveConfig().model_dump(), base or {})
+    merged = _deep_merge(merged, read_config_source(config))
+    merged = _deep_merge(merged, env_overrides(os.environ if environ is None else environ))
+    try:
+        return PensiveConfig.model_validate(merged)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid configuration: {_format_validation(exc)}") from None
+
+
+def get_key(cfg: PensiveConfig, dotted: str) -> Any:
+    """Read a dotted key (``"embedder.name"``) from a config."""
+    node: Any = cfg
+    for part in dotted.split("."):
+        node = getattr(node, part)
+    return node

