@@ -282,8 +282,10 @@ class Pensive:
         Raises:
             InputError: On an empty or over-long query or a bad ``k``.
         """
-        t0 = time.perf_counter()
         self._check_open()
+        if self._backend is not None:
+            self._get_embedder()  # a one-off model load is not query latency
+        t0 = time.perf_counter()
         text = _validate_query(text)
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= _MAX_K:
             raise InputError(f"k must be an int between 1 and {_MAX_K}, got {k!r}")

@@ -45,7 +45,7 @@ def _combine(
     order: dict[str, int] = {}
     totals: dict[str, float] = {}
     ranks: dict[str, dict[str, int]] = {}
-    cleaned = {name: _dedupe(items) for name, items in lists.items()}
+    cleaned = {name: _dedupe(items) for name, items in lists.items() if items}
     for name, items in cleaned.items():
         w = 1.0 if weights is None else float(weights.get(name, 1.0))
         f = contribution(name, items)
@@ -57,7 +57,7 @@ def _combine(
         # an id a retriever did not return gets that retriever's floor, weighted
         for name, items in cleaned.items():
             w = 1.0 if weights is None else float(weights.get(name, 1.0))
-            if not items or w == 0:
+            if w == 0:
                 continue
             floor = missing(name, items)
             for cid in totals:

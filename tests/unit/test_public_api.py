@@ -1,0 +1,71 @@
+"""The public surface is pinned: names, defaults, and that importing does nothing."""
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pensive_core
+from pensive_core.config import PensiveConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+
+EXPECTED = {
+    "BackendError", "Chunk", "ConfigError", "Document", "Fused", "Hit", "IngestReport",
+    "InputError", "MissingDependencyError", "NotFoundError", "Pensive", "PensiveConfig",
+    "PensiveError", "QueryResult", "SchemaVersionError", "Tokenizer", "VectorQuery",
+    "__version__", "chunk_text", "ensure_utc", "load_config", "rrf", "weighted", "zscore",
+}
+
+
+def test_all_is_pinned_and_importable():
+    assert set(pensive_core.__all__) == EXPECTED
+    for name in pensive_core.__all__:
+        assert getattr(pensive_core, name) is not None
+
+
+def test_defaults_are_pinned():
+    cfg = PensiveConfig()
+    assert cfg.backend.name == "faiss"
+    assert cfg.embedder.name == "minilm"
+    assert cfg.embedder.threads == 1
+    assert cfg.fusion.method == "rrf"
+    assert cfg.fusion.k == 60
+    assert cfg.fusion.weights == {"dense": 1.0, "bm25": 1.0}
+    assert cfg.bm25.method == "lucene"
+
+
+def test_error_tree():
+    from pensive_core import errors as e
+
+    for cls in (e.ConfigError, e.BackendError, e.MissingDependencyError, e.NotFoundError,
+                e.InputError, e.SchemaVersionError):
+        assert issubclass(cls, e.PensiveError)
+    assert issubclass(e.MissingDependencyError, ImportError)
+
+
+def test_import_has_no_side_effects():
+    code = (
+        "import os, sys; before = dict(os.environ); import pensive_core, pensive_core.cli; "
+        "heavy = [m for m in ('torch', 'faiss', 'sentence_transformers', 'bm25s') "
+        "if m in sys.modules]; "
+        "assert not heavy, heavy; assert dict(os.environ) == before; print('ok')"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd="/", check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
+def test_install_hints_name_existing_extras():
+    extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+                 ["optional-dependencies"])
+    assert {"faiss", "chroma", "pinecone", "weaviate", "llamaindex", "langchain", "server",
+            "all", "dev"} <= extras
+    import re
+
+    hinted = set()
+    for path in (ROOT / "pensive_core").rglob("*.py"):
+        hinted |= set(re.findall(r'MissingDependencyError\(\s*"[^"]+",\s*"([^"]+)"', path.read_text()))
+    assert hinted, "no install hints found"
+    assert hinted <= extras, hinted - extras
