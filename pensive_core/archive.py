@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 import sqlite3
 import zlib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from .errors import SchemaVersionError
 from .timeutil import from_iso, to_iso, utcnow
@@ -84,7 +85,8 @@ class Archive:
 
     def _schema_version(self) -> int | None:
         has = self.db.execute(
-            "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
+            "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'"
+        ).fetchone()
         if not has:
             return None
         row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
@@ -98,20 +100,26 @@ class Archive:
 
     def set_meta(self, key: str, value: Any) -> None:
         """Write a JSON value to the meta table."""
-        self.db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
-                        (key, json.dumps(value)))
+        self.db.execute(
+            "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value))
+        )
 
     # -- documents ----------------------------------------------------------------------------
     def fingerprint(self, doc_id: str) -> tuple[str, str, str | None] | None:
         """``(hash, metadata json, timestamp)`` of a stored document, or None."""
-        row = self.db.execute("SELECT hash, metadata, timestamp FROM documents WHERE id=?",
-                              (doc_id,)).fetchone()
+        row = self.db.execute(
+            "SELECT hash, metadata, timestamp FROM documents WHERE id=?", (doc_id,)
+        ).fetchone()
         return None if row is None else (row[0], row[1], row[2])
 
     def chunk_ids(self, doc_id: str) -> list[str]:
         """Passage ids of a document, in order."""
-        return [r[0] for r in self.db.execute(
-            "SELECT id FROM chunks WHERE doc_id=? ORDER BY ordinal", (doc_id,))]
+        return [
+            r[0]
+            for r in self.db.execute(
+                "SELECT id FROM chunks WHERE doc_id=? ORDER BY ordinal", (doc_id,)
+            )
+        ]
 
     def write(self, docs: Sequence[tuple[Document, str, list[Chunk]]]) -> None:
         """Store documents (replacing same ids) and their passages, in one transaction."""
@@ -121,8 +129,15 @@ class Archive:
                 self.db.execute("DELETE FROM chunks WHERE doc_id=?", (doc.id,))
                 self.db.execute(
                     "INSERT OR REPLACE INTO documents VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (doc.id, zlib.compress(doc.text.encode("utf-8"), 6), doc_hash,
-                     metadata_json(doc.metadata), to_iso(doc.timestamp), now, len(chunks)),
+                    (
+                        doc.id,
+                        zlib.compress(doc.text.encode("utf-8"), 6),
+                        doc_hash,
+                        metadata_json(doc.metadata),
+                        to_iso(doc.timestamp),
+                        now,
+                        len(chunks),
+                    ),
                 )
                 self.db.executemany(
                     'INSERT OR REPLACE INTO chunks(id, doc_id, ordinal, start, "end", hash, text) '
@@ -141,11 +156,16 @@ class Archive:
     def document(self, doc_id: str) -> Document | None:
         """The whole stored document, or None."""
         row = self.db.execute(
-            "SELECT body, metadata, timestamp FROM documents WHERE id=?", (doc_id,)).fetchone()
+            "SELECT body, metadata, timestamp FROM documents WHERE id=?", (doc_id,)
+        ).fetchone()
         if row is None:
             return None
-        return Document(id=doc_id, text=zlib.decompress(row[0]).decode("utf-8"),
-                        metadata=json.loads(row[1]), timestamp=from_iso(row[2]))
+        return Document(
+            id=doc_id,
+            text=zlib.decompress(row[0]).decode("utf-8"),
+            metadata=json.loads(row[1]),
+            timestamp=from_iso(row[2]),
+        )
 
     def chunks(self, ids: Iterable[str]) -> dict[str, StoredChunk]:
         """Passages by id, joined with their document's metadata (missing ids are absent)."""
@@ -153,18 +173,24 @@ class Archive:
         out: dict[str, StoredChunk] = {}
         for i in range(0, len(ids), 500):
             part = ids[i : i + 500]
-            q = ("SELECT c.id, c.doc_id, c.ordinal, c.text, d.metadata, d.timestamp "
-                 "FROM chunks c JOIN documents d ON d.id = c.doc_id "
-                 f"WHERE c.id IN ({','.join('?' * len(part))})")
+            q = (
+                "SELECT c.id, c.doc_id, c.ordinal, c.text, d.metadata, d.timestamp "
+                "FROM chunks c JOIN documents d ON d.id = c.doc_id "
+                f"WHERE c.id IN ({','.join('?' * len(part))})"
+            )
             for cid, did, ordinal, text, meta, ts in self.db.execute(q, part):
                 out[cid] = StoredChunk(cid, did, ordinal, text, json.loads(meta), from_iso(ts))
         return out
 
     def neighbours(self, doc_id: str, ordinal: int, window: int) -> list[tuple[int, int, int]]:
         """``(ordinal, start, end)`` of passages within ``window`` of ``ordinal`` in a document."""
-        return list(self.db.execute(
-            'SELECT ordinal, start, "end" FROM chunks WHERE doc_id=? AND ordinal BETWEEN ? AND ? '
-            "ORDER BY ordinal", (doc_id, ordinal - window, ordinal + window)))
+        return list(
+            self.db.execute(
+                'SELECT ordinal, start, "end" FROM chunks WHERE doc_id=? AND ordinal BETWEEN ? AND ? '
+                "ORDER BY ordinal",
+                (doc_id, ordinal - window, ordinal + window),
+            )
+        )
 
     def counts(self) -> tuple[int, int]:
         """``(documents, passages)`` stored."""
@@ -198,4 +224,6 @@ def metadata_json(metadata: Any) -> str:
 def _json_default(value: Any) -> Any:
     if isinstance(value, datetime):
         return to_iso(value)
-    raise TypeError(f"metadata value {value!r} of type {type(value).__name__} is not JSON-serialisable")
+    raise TypeError(
+        f"metadata value {value!r} of type {type(value).__name__} is not JSON-serialisable"
+    )

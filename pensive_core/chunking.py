@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from .types import Chunk
 
@@ -158,7 +158,11 @@ def chunk_text(
         cur.append(unit)
         cur_tokens += n
     if cur:
-        if groups and cur_tokens < min_tokens and sum(u[2] for u in groups[-1]) + cur_tokens <= max_tokens:
+        if (
+            groups
+            and cur_tokens < min_tokens
+            and sum(u[2] for u in groups[-1]) + cur_tokens <= max_tokens
+        ):
             groups[-1].extend(cur)
         else:
             groups.append(cur)
@@ -172,6 +176,7 @@ def chunk_text(
         n = seen.get(h, 0)
         seen[h] = n + 1
         cid = f"{doc_id}#{h}" if n == 0 else f"{doc_id}#{h}~{n}"
-        chunks.append(Chunk(id=cid, doc_id=doc_id, ordinal=ordinal, text=body, start=start,
-                            end=end, hash=h))
+        chunks.append(
+            Chunk(id=cid, doc_id=doc_id, ordinal=ordinal, text=body, start=start, end=end, hash=h)
+        )
     return chunks

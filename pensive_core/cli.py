@@ -9,7 +9,6 @@ import importlib
 import os
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -17,17 +16,25 @@ from rich.table import Table
 
 from .errors import PensiveError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="Pensive: hybrid retrieval and memory for LLM applications.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Pensive: hybrid retrieval and memory for LLM applications.",
+)
 console = Console()
 err_console = Console(stderr=True)
 
-StoreOpt = typer.Option(None, "--store", "-s", envvar="PENSIVE_HOME",
-                        help="Store folder (default ./pensive-data, or $PENSIVE_HOME).")
+StoreOpt = typer.Option(
+    None,
+    "--store",
+    "-s",
+    envvar="PENSIVE_HOME",
+    help="Store folder (default ./pensive-data, or $PENSIVE_HOME).",
+)
 ConfigOpt = typer.Option(None, "--config", "-c", help="A pensive.toml to apply.")
 
 
-def _open(store: Optional[Path], config: Optional[Path]):  # type: ignore[no-untyped-def]
+def _open(store: Path | None, config: Path | None):  # type: ignore[no-untyped-def]
     from .engine import Pensive
 
     folder = store or Path("pensive-data")
@@ -39,8 +46,8 @@ def _open(store: Optional[Path], config: Optional[Path]):  # type: ignore[no-unt
 @app.command()
 def ingest(
     paths: list[Path] = typer.Argument(..., help="Files or folders (.txt .md .jsonl .html)."),
-    store: Optional[Path] = StoreOpt,
-    config: Optional[Path] = ConfigOpt,
+    store: Path | None = StoreOpt,
+    config: Path | None = ConfigOpt,
 ) -> None:
     """Ingest files and folders into the store, with a progress bar."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -48,14 +55,25 @@ def ingest(
     from .loaders import iter_files
 
     total = sum(1 for p in paths if p.exists() for _ in iter_files(p))
-    with _open(store, config) as p, Progress(
-        TextColumn("[bold]ingesting"), BarColumn(), MofNCompleteColumn(), TextColumn("docs"),
-        TimeElapsedColumn(), console=err_console, transient=False,
-    ) as bar:
+    with (
+        _open(store, config) as p,
+        Progress(
+            TextColumn("[bold]ingesting"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("docs"),
+            TimeElapsedColumn(),
+            console=err_console,
+            transient=False,
+        ) as bar,
+    ):
         task = bar.add_task("ingest", total=None if total == 0 else None)
         report = p.ingest_path(*paths, progress=lambda n: bar.update(task, completed=n))
-        bar.update(task, total=report.added + report.updated + report.unchanged,
-                   completed=report.added + report.updated + report.unchanged)
+        bar.update(
+            task,
+            total=report.added + report.updated + report.unchanged,
+            completed=report.added + report.updated + report.unchanged,
+        )
     console.print(
         f"{report.added} added, {report.updated} updated, {report.unchanged} unchanged; "
         f"{report.chunks_embedded} passages embedded, {report.chunks_reused} reused, "
@@ -70,18 +88,21 @@ def ingest(
 def query(
     text: str = typer.Argument(..., help="The question."),
     k: int = typer.Option(5, "--k", "-k", help="How many passages."),
-    store: Optional[Path] = StoreOpt,
-    config: Optional[Path] = ConfigOpt,
+    store: Path | None = StoreOpt,
+    config: Path | None = ConfigOpt,
     width: int = typer.Option(100, help="Snippet length in characters."),
 ) -> None:
     """Answer a question from the store: a table of rank, score, tier, doc, snippet."""
     with _open(store, config) as p:
         res = p.query(text, k=k)
-    table = Table(title=f"{len(res.hits)} hits · tier {res.tier} · confidence {res.confidence:.2f}"
-                        f" · {res.latency_ms:.1f} ms")
+    table = Table(
+        title=f"{len(res.hits)} hits · tier {res.tier} · confidence {res.confidence:.2f}"
+        f" · {res.latency_ms:.1f} ms"
+    )
     for col in ("rank", "score", "tier", "doc", "sources", "snippet"):
-        table.add_column(col, overflow="fold" if col == "snippet" else "ellipsis",
-                         no_wrap=col != "snippet")
+        table.add_column(
+            col, overflow="fold" if col == "snippet" else "ellipsis", no_wrap=col != "snippet"
+        )
     for i, hit in enumerate(res.hits, start=1):
         snippet = " ".join(hit.text.split())
         snippet = snippet if len(snippet) <= width else snippet[: width - 1] + "…"
@@ -91,7 +112,7 @@ def query(
 
 
 @app.command()
-def stats(store: Optional[Path] = StoreOpt, config: Optional[Path] = ConfigOpt) -> None:
+def stats(store: Path | None = StoreOpt, config: Path | None = ConfigOpt) -> None:
     """Show what the store holds."""
     with _open(store, config) as p:
         info = p.stats()
@@ -104,7 +125,7 @@ def stats(store: Optional[Path] = StoreOpt, config: Optional[Path] = ConfigOpt) 
 @app.command()
 def bench(
     name: str = typer.Argument(..., help="A module in benchmarks/, e.g. scifact."),
-    args: Optional[list[str]] = typer.Argument(None, help="Arguments passed to the benchmark."),
+    args: list[str] | None = typer.Argument(None, help="Arguments passed to the benchmark."),
 ) -> None:
     """Run a benchmark module from a source checkout (``python -m benchmarks.NAME``)."""
     sys.path.insert(0, os.getcwd())

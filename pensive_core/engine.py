@@ -110,8 +110,9 @@ class Pensive:
             self._embedder = create_embedder(self.config.embedder)
             saved = self._archive.get_meta("embedder")
             if saved is None:
-                self._archive.set_meta("embedder", {"name": self._embedder.name,
-                                                    "dim": self._embedder.dim})
+                self._archive.set_meta(
+                    "embedder", {"name": self._embedder.name, "dim": self._embedder.dim}
+                )
                 self._archive.set_meta("dim", self._embedder.dim)
             elif saved["dim"] != self._embedder.dim:
                 raise ConfigError(
@@ -151,8 +152,14 @@ class Pensive:
         if isinstance(documents, Document):
             documents = [documents]
         t0 = time.perf_counter()
-        counts = {"added": 0, "updated": 0, "unchanged": 0, "embedded": 0, "reused": 0,
-                  "deleted": 0}
+        counts = {
+            "added": 0,
+            "updated": 0,
+            "unchanged": 0,
+            "embedded": 0,
+            "reused": 0,
+            "deleted": 0,
+        }
         with self._lock:
             batch: dict[str, Document] = {}
             done = 0
@@ -176,9 +183,13 @@ class Pensive:
                     progress(done)
             self._commit()
         return IngestReport(
-            added=counts["added"], updated=counts["updated"], unchanged=counts["unchanged"],
-            chunks_embedded=counts["embedded"], chunks_reused=counts["reused"],
-            chunks_deleted=counts["deleted"], seconds=time.perf_counter() - t0,
+            added=counts["added"],
+            updated=counts["updated"],
+            unchanged=counts["unchanged"],
+            chunks_embedded=counts["embedded"],
+            chunks_reused=counts["reused"],
+            chunks_deleted=counts["deleted"],
+            seconds=time.perf_counter() - t0,
         )
 
     def _ingest_batch(self, docs: list[Document], counts: dict[str, int]) -> None:
@@ -195,9 +206,13 @@ class Pensive:
             if old == (doc_hash, metadata_json(doc.metadata), to_iso(doc.timestamp)):
                 counts["unchanged"] += 1
                 continue
-            chunks = chunk_text(doc.id, doc.text, max_tokens=window,
-                                count_tokens=embedder.count_tokens,
-                                min_tokens=self.config.chunking.min_tokens)
+            chunks = chunk_text(
+                doc.id,
+                doc.text,
+                max_tokens=window,
+                count_tokens=embedder.count_tokens,
+                min_tokens=self.config.chunking.min_tokens,
+            )
             old_ids = set(self._archive.chunk_ids(doc.id)) if old else set()
             new_ids = {c.id for c in chunks}
             for c in chunks:
@@ -301,7 +316,9 @@ class Pensive:
         confidence = _confidence(fused, lists)
         return QueryResult(hits, "L2", confidence, _ms(t0), text, timings)
 
-    def _retrieve(self, text: str, timings: dict[str, float]) -> tuple[list[Fused], dict[str, list[tuple[str, float]]]]:
+    def _retrieve(
+        self, text: str, timings: dict[str, float]
+    ) -> tuple[list[Fused], dict[str, list[tuple[str, float]]]]:
         cfg = self.config.fusion
         depth = cfg.depth
         lists: dict[str, list[tuple[str, float]]] = {}
@@ -335,8 +352,17 @@ class Pensive:
                     continue  # indexed but not archived (an interrupted ingest): never shown
                 if cutoff is not None and row.timestamp is not None and row.timestamp > cutoff:
                     continue
-                hits.append(Hit(doc_id=row.doc_id, chunk_id=row.id, text=row.text, score=f.score,
-                                metadata=row.metadata, timestamp=row.timestamp, sources=f.ranks))
+                hits.append(
+                    Hit(
+                        doc_id=row.doc_id,
+                        chunk_id=row.id,
+                        text=row.text,
+                        score=f.score,
+                        metadata=row.metadata,
+                        timestamp=row.timestamp,
+                        sources=f.ranks,
+                    )
+                )
                 if len(hits) == k:
                     break
         return hits

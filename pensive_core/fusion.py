@@ -9,8 +9,8 @@ never mutated; weights given are weights used; ties keep the order in which ids 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
 
 __all__ = ["Fused", "rrf", "weighted", "zscore", "fuse", "FUSERS"]
 
@@ -67,8 +67,9 @@ def _combine(
     return [Fused(c, totals[c], dict(ranks[c])) for c in ids]
 
 
-def rrf(lists: Mapping[str, Ranked], weights: Mapping[str, float] | None = None,
-        k: int = 60) -> list[Fused]:
+def rrf(
+    lists: Mapping[str, Ranked], weights: Mapping[str, float] | None = None, k: int = 60
+) -> list[Fused]:
     """Weighted reciprocal rank fusion: ``sum_r w_r / (k + rank_r)``.
 
     Args:
@@ -82,7 +83,9 @@ def rrf(lists: Mapping[str, Ranked], weights: Mapping[str, float] | None = None,
     return _combine(lists, weights, lambda _n, _items: lambda rank, _s: 1.0 / (k + rank))
 
 
-def weighted(lists: Mapping[str, Ranked], weights: Mapping[str, float] | None = None) -> list[Fused]:
+def weighted(
+    lists: Mapping[str, Ranked], weights: Mapping[str, float] | None = None
+) -> list[Fused]:
     """Weighted sum of min-max normalised scores; a missing id scores 0 for that retriever.
 
     Args:
@@ -136,8 +139,12 @@ def zscore(lists: Mapping[str, Ranked], weights: Mapping[str, float] | None = No
 FUSERS = {"rrf": rrf, "weighted": weighted, "zscore": zscore}
 
 
-def fuse(method: str, lists: Mapping[str, Ranked], weights: Mapping[str, float] | None = None,
-         k: int = 60) -> list[Fused]:
+def fuse(
+    method: str,
+    lists: Mapping[str, Ranked],
+    weights: Mapping[str, float] | None = None,
+    k: int = 60,
+) -> list[Fused]:
     """Dispatch to the fusion function ``method`` names (``rrf``, ``weighted``, ``zscore``)."""
     if method == "rrf":
         return rrf(lists, weights, k)

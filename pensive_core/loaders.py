@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Iterator
 
 from .errors import InputError
 from .timeutil import ensure_utc
@@ -42,15 +42,36 @@ def _read_text(path: Path) -> str:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InputError(
-            f"{path}: not UTF-8 text (byte {exc.start}: {data[exc.start:exc.start + 1]!r}); "
+            f"{path}: not UTF-8 text (byte {exc.start}: {data[exc.start : exc.start + 1]!r}); "
             "convert it to UTF-8 first"
         ) from None
 
 
 class _HTMLText(HTMLParser):
     _SKIP = {"script", "style", "noscript", "template", "svg", "head"}
-    _BLOCK = {"p", "div", "br", "li", "tr", "section", "article", "h1", "h2", "h3", "h4", "h5",
-              "h6", "pre", "blockquote", "table", "ul", "ol", "header", "footer", "main"}
+    _BLOCK = {
+        "p",
+        "div",
+        "br",
+        "li",
+        "tr",
+        "section",
+        "article",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "pre",
+        "blockquote",
+        "table",
+        "ul",
+        "ol",
+        "header",
+        "footer",
+        "main",
+    }
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
@@ -145,8 +166,10 @@ def _load_jsonl(path: Path, text: str) -> Iterator[Document | InputError]:
             continue
         unknown = set(row) - {"id", "_id", "text", "title", "metadata", "timestamp"}
         if unknown:
-            yield InputError(f"{path}:{lineno}: unknown field(s) {sorted(unknown)}; "
-                             "expected id, text, title, metadata, timestamp")
+            yield InputError(
+                f"{path}:{lineno}: unknown field(s) {sorted(unknown)}; "
+                "expected id, text, title, metadata, timestamp"
+            )
             continue
         doc_id = row.get("id", row.get("_id"))
         body = row.get("text")

@@ -57,7 +57,11 @@ def docs_corpus():
         "tea": "Green tea contains catechins, antioxidants studied for heart health.",
     }
     return [
-        Document(id=k, text=v, metadata={"topic": k},
-                 timestamp=datetime(2024, 1 + i, 1, tzinfo=timezone.utc))
+        Document(
+            id=k,
+            text=v,
+            metadata={"topic": k},
+            timestamp=datetime(2024, 1 + i, 1, tzinfo=timezone.utc),
+        )
         for i, (k, v) in enumerate(texts.items())
     ]

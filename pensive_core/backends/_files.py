@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -37,7 +38,5 @@ def remove_stale(folder: Path, prefix: str, keep: set[str]) -> None:
     """Delete ``prefix*`` files in ``folder`` that no manifest references any more."""
     for p in folder.glob(prefix + "*"):
         if p.name not in keep and not p.name.endswith(".json"):
-            try:
+            with contextlib.suppress(OSError):
                 p.unlink()
-            except OSError:
-                pass

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -29,6 +30,10 @@ class VectorBackend(Protocol):
 
     def search(self, vector: np.ndarray, k: int) -> list[tuple[str, float]]:
         """Return up to ``k`` ``(id, score)`` pairs, best first."""
+        ...
+
+    def fetch(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """Return the stored vectors of ``ids`` (ids not stored are left out)."""
         ...
 
     def count(self) -> int:

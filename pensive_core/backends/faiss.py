@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -85,7 +86,9 @@ class FaissBackend:
         try:
             self._index = faiss.read_index(str(folder / manifest["index"]))
         except RuntimeError as exc:
-            raise BackendError(f"cannot read FAISS index {folder / manifest['index']}: {exc}") from exc
+            raise BackendError(
+                f"cannot read FAISS index {folder / manifest['index']}: {exc}"
+            ) from exc
         ids = np.load(folder / manifest["ids"], allow_pickle=False)
         names = read_manifest(folder, manifest["names"]) or {"names": []}
         self._sid = dict(zip(ids.tolist(), names["names"]))
@@ -98,13 +101,17 @@ class FaissBackend:
         faiss = self._faiss
         ids = faiss.vector_to_array(self._index.id_map).astype(np.int64)
         n = self._index.ntotal
-        vecs = (self._index.index.reconstruct_n(0, n) if n
-                else np.zeros((0, self.dim), dtype=np.float32))
+        vecs = (
+            self._index.index.reconstruct_n(0, n)
+            if n
+            else np.zeros((0, self.dim), dtype=np.float32)
+        )
         live = np.array([i not in self._tomb for i in ids.tolist()], dtype=bool)
         return ids[live], vecs[live]
 
-    def _rebuild(self, kind: str, extra_ids: np.ndarray | None = None,
-                 extra_vecs: np.ndarray | None = None) -> None:
+    def _rebuild(
+        self, kind: str, extra_ids: np.ndarray | None = None, extra_vecs: np.ndarray | None = None
+    ) -> None:
         ids, vecs = self._all_vectors()
         if extra_ids is not None and extra_vecs is not None:
             keep = ~np.isin(ids, extra_ids)
@@ -173,6 +180,15 @@ class FaissBackend:
                     break
         return out
 
+    def fetch(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """Stored vectors by id; unknown ids are left out."""
+        out = {}
+        for sid in ids:
+            i = _int_id(sid)
+            if i in self._sid:
+                out[sid] = self._index.reconstruct(i)
+        return out
+
     def count(self) -> int:
         """Number of live vectors."""
         return len(self._sid)
@@ -190,16 +206,29 @@ class FaissBackend:
         self.folder.mkdir(parents=True, exist_ok=True)
         self._gen += 1
         g = self._gen
-        index_name, ids_name, names_name = f"faiss-{g}.index", f"faiss-{g}.ids.npy", f"faiss-{g}.names.json"
+        index_name, ids_name, names_name = (
+            f"faiss-{g}.index",
+            f"faiss-{g}.ids.npy",
+            f"faiss-{g}.names.json",
+        )
         faiss.write_index(self._index, str(self.folder / index_name))
         keys = list(self._sid)
         with open(self.folder / ids_name, "wb") as fh:
             np.save(fh, np.array(keys, dtype=np.int64), allow_pickle=False)
         write_manifest(self.folder, names_name, {"names": [self._sid[i] for i in keys]})
-        write_manifest(self.folder, "faiss.json", {
-            "generation": g, "kind": self._kind, "dim": self.dim, "index": index_name,
-            "ids": ids_name, "names": names_name, "tombstones": sorted(self._tomb),
-        })
+        write_manifest(
+            self.folder,
+            "faiss.json",
+            {
+                "generation": g,
+                "kind": self._kind,
+                "dim": self.dim,
+                "index": index_name,
+                "ids": ids_name,
+                "names": names_name,
+                "tombstones": sorted(self._tomb),
+            },
+        )
         remove_stale(self.folder, "faiss-", {index_name, ids_name, names_name})
         for p in self.folder.glob("faiss-*.names.json"):
             if p.name != names_name:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -66,6 +67,10 @@ class MemoryBackend:
         top = top[np.argsort(-scores[top], kind="stable")]
         return [(self._ids[i], float(scores[i])) for i in top]
 
+    def fetch(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """Stored vectors by id; unknown ids are left out."""
+        return {i: self._vecs[self._pos[i]].copy() for i in ids if i in self._pos}
+
     def count(self) -> int:
         """Number of stored vectors."""
         return len(self._ids)
@@ -79,8 +84,11 @@ class MemoryBackend:
         vec_name = f"memory-{self._gen}.npy"
         with open(self.folder / vec_name, "wb") as fh:
             np.save(fh, self._vecs, allow_pickle=False)
-        write_manifest(self.folder, "memory.json",
-                       {"generation": self._gen, "ids": self._ids, "vectors": vec_name})
+        write_manifest(
+            self.folder,
+            "memory.json",
+            {"generation": self._gen, "ids": self._ids, "vectors": vec_name},
+        )
         remove_stale(self.folder, "memory-", {vec_name})
 
     def close(self) -> None:

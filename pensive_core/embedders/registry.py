@@ -32,11 +32,13 @@ def create_embedder(cfg: EmbedderConfig) -> Embedder:
     from .sentence_transformers import SentenceTransformerEmbedder, bundled_minilm_path
 
     if name == "minilm":
-        return SentenceTransformerEmbedder(bundled_minilm_path(), "minilm", cfg.batch_size,
-                                           cfg.threads)
+        return SentenceTransformerEmbedder(
+            bundled_minilm_path(), "minilm", cfg.batch_size, cfg.threads
+        )
     if Path(name).expanduser().is_dir():
-        return SentenceTransformerEmbedder(Path(name).expanduser(), name, cfg.batch_size,
-                                           cfg.threads)
+        return SentenceTransformerEmbedder(
+            Path(name).expanduser(), name, cfg.batch_size, cfg.threads
+        )
     raise ConfigError(
         f"embedder.name {name!r} is not 'minilm', 'hash', or an existing local model folder "
         "(models are never downloaded)"

@@ -9,8 +9,8 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -65,8 +65,9 @@ class SentenceTransformerEmbedder:
             measured fastest for single queries on two shared cores.
     """
 
-    def __init__(self, path: str | os.PathLike[str], name: str, batch_size: int = 64,
-                 threads: int = 1) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], name: str, batch_size: int = 64, threads: int = 1
+    ) -> None:
         try:
             import torch
             from sentence_transformers import SentenceTransformer
@@ -88,9 +89,11 @@ class SentenceTransformerEmbedder:
             self._model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
         self.name = name
         self.batch_size = batch_size
-        self.dim = int(self._model.get_embedding_dimension()
-                       if hasattr(self._model, "get_embedding_dimension")
-                       else self._model.get_sentence_embedding_dimension())
+        self.dim = int(
+            self._model.get_embedding_dimension()
+            if hasattr(self._model, "get_embedding_dimension")
+            else self._model.get_sentence_embedding_dimension()
+        )
         # [CLS] and [SEP] take two of the model's positions
         self.max_tokens = int(self._model.max_seq_length) - 2
         self._tokenizer = self._model.tokenizer
@@ -135,7 +138,12 @@ class SentenceTransformerEmbedder:
         """Count word pieces per text, special tokens excluded."""
         if not texts:
             return []
-        enc = self._tokenizer(list(texts), add_special_tokens=False, truncation=False,
-                              return_attention_mask=False, return_token_type_ids=False,
-                              verbose=False)
+        enc = self._tokenizer(
+            list(texts),
+            add_special_tokens=False,
+            truncation=False,
+            return_attention_mask=False,
+            return_token_type_ids=False,
+            verbose=False,
+        )
         return [len(ids) for ids in enc["input_ids"]]

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -143,9 +142,11 @@ class BM25Index:
         main = self.segments[0].n_docs if self.segments else 0
         small = sum(s.n_docs for s in self.segments[1:])
         dead = sum(int((s.alive == 0).sum()) for s in self.segments)
-        if len(self.segments) > 1 and (
-            small > self.cfg.merge_ratio * main or len(self.segments) > _MAX_SEGMENTS
-        ) or dead > self.cfg.merge_ratio * max(1, main):
+        if (
+            len(self.segments) > 1
+            and (small > self.cfg.merge_ratio * main or len(self.segments) > _MAX_SEGMENTS)
+            or dead > self.cfg.merge_ratio * max(1, main)
+        ):
             self._merge()
         self._persist()
 
@@ -153,18 +154,31 @@ class BM25Index:
         n_vocab = len(self.vocab)
         model = self._bm25s.BM25(method=self.cfg.method, k1=self.cfg.k1, b=self.cfg.b)
         vocab_ids = {i: i for i in range(n_vocab)}
-        model.index(([t.tolist() for t in token_lists], vocab_ids), create_empty_token=False,
-                    show_progress=False)
+        model.index(
+            ([t.tolist() for t in token_lists], vocab_ids),
+            create_empty_token=False,
+            show_progress=False,
+        )
         offsets = np.zeros(len(rows) + 1, dtype=np.int64)
         offsets[1:] = np.cumsum([len(t) for t in token_lists])
-        flat = (np.concatenate(token_lists) if token_lists else np.zeros(0, np.int32)).astype(np.int32)
+        flat = (np.concatenate(token_lists) if token_lists else np.zeros(0, np.int32)).astype(
+            np.int32
+        )
         df = np.zeros(n_vocab, dtype=np.int64)
         for t in token_lists:
             if len(t):
                 df[np.unique(t)] += 1
         self._seq += 1
-        return _Segment(f"seg{self._seq}", model, rows, flat, offsets, df, n_vocab,
-                        np.ones(len(rows), dtype=np.float32))
+        return _Segment(
+            f"seg{self._seq}",
+            model,
+            rows,
+            flat,
+            offsets,
+            df,
+            n_vocab,
+            np.ones(len(rows), dtype=np.float32),
+        )
 
     def _add_segment(self, rows: list[str], token_lists: list[np.ndarray]) -> None:
         seg = self._build(rows, token_lists)
@@ -240,9 +254,12 @@ class BM25Index:
         for seg in self.segments:
             base = f"bm25-{seg.name}"
             arrays = {
-                "data": seg.model.scores["data"], "indices": seg.model.scores["indices"],
-                "indptr": seg.model.scores["indptr"], "tokens": seg.tokens,
-                "offsets": seg.offsets, "df": seg.df,
+                "data": seg.model.scores["data"],
+                "indices": seg.model.scores["indices"],
+                "indptr": seg.model.scores["indptr"],
+                "tokens": seg.tokens,
+                "offsets": seg.offsets,
+                "df": seg.df,
             }
             for key, arr in arrays.items():
                 fname = f"{base}.{key}.npy"
@@ -258,8 +275,14 @@ class BM25Index:
             if not (self.folder / rows_name).exists():
                 atomic_write_bytes(self.folder / rows_name, json.dumps(seg.rows).encode())
             keep.add(rows_name)
-            segs_meta.append({"name": seg.name, "n_vocab": seg.n_vocab, "alive": alive_name,
-                              "num_docs": int(seg.model.scores["num_docs"])})
+            segs_meta.append(
+                {
+                    "name": seg.name,
+                    "n_vocab": seg.n_vocab,
+                    "alive": alive_name,
+                    "num_docs": int(seg.model.scores["num_docs"]),
+                }
+            )
         vocab_name = f"bm25-vocab-{self._gen}.json"
         atomic_write_bytes(self.folder / vocab_name, json.dumps(self.vocab).encode())
         keep.add(vocab_name)
@@ -267,11 +290,21 @@ class BM25Index:
         with open(self.folder / df_name, "wb") as fh:
             np.save(fh, self.df, allow_pickle=False)
         keep.add(df_name)
-        write_manifest(self.folder, "bm25.json", {
-            "generation": self._gen, "seq": self._seq, "n_live": self.n_live,
-            "method": self.cfg.method, "k1": self.cfg.k1, "b": self.cfg.b,
-            "vocab": vocab_name, "df": df_name, "segments": segs_meta,
-        })
+        write_manifest(
+            self.folder,
+            "bm25.json",
+            {
+                "generation": self._gen,
+                "seq": self._seq,
+                "n_live": self.n_live,
+                "method": self.cfg.method,
+                "k1": self.cfg.k1,
+                "b": self.cfg.b,
+                "vocab": vocab_name,
+                "df": df_name,
+                "segments": segs_meta,
+            },
+        )
         for p in self.folder.glob("bm25-*"):
             if p.name not in keep:
                 p.unlink(missing_ok=True)
@@ -289,13 +322,25 @@ class BM25Index:
                 return np.load(f"{base}.{key}.npy", allow_pickle=False)
 
             model = self._bm25s.BM25(method=manifest["method"], k1=manifest["k1"], b=manifest["b"])
-            model.scores = {"data": arr("data"), "indices": arr("indices"),
-                            "indptr": arr("indptr"), "num_docs": meta["num_docs"]}
+            model.scores = {
+                "data": arr("data"),
+                "indices": arr("indices"),
+                "indptr": arr("indptr"),
+                "num_docs": meta["num_docs"],
+            }
             model.vocab_dict = {}
             model.nonoccurrence_array = None
             rows = json.loads(Path(f"{base}.rows.json").read_text())
-            seg = _Segment(meta["name"], model, rows, arr("tokens"), arr("offsets"), arr("df"),
-                           meta["n_vocab"], np.load(folder / meta["alive"], allow_pickle=False))
+            seg = _Segment(
+                meta["name"],
+                model,
+                rows,
+                arr("tokens"),
+                arr("offsets"),
+                arr("df"),
+                meta["n_vocab"],
+                np.load(folder / meta["alive"], allow_pickle=False),
+            )
             self.segments.append(seg)
             si = len(self.segments) - 1
             for r, cid in enumerate(rows):

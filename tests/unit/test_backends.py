@@ -72,6 +72,14 @@ class Conformance:
         assert again.count() == 29
         assert again.search(vecs[5], 5) == before
 
+    def test_fetch(self, tmp_path):
+        vecs = unit(np.random.default_rng(7), 3)
+        b = self.make(tmp_path)
+        b.upsert(["a", "b", "c"], vecs)
+        got = b.fetch(["c", "zz", "a"])
+        assert set(got) == {"a", "c"}
+        np.testing.assert_allclose(got["c"], vecs[2], atol=1e-6)
+
     def test_k_larger_than_store(self, tmp_path):
         b = self.make(tmp_path)
         vecs = unit(np.random.default_rng(5), 3)

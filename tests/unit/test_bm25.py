@@ -5,11 +5,17 @@ from pensive_core.config import BM25Config
 from pensive_core.sparse import BM25Index
 
 DOCS = [
-    "the cat sat on the mat", "dogs chase cats in the park", "a bird sings in the tree at dawn",
-    "the stock market fell sharply today", "cats and dogs are popular pets",
-    "invoice INV-4471 was paid in Q3 2024", "the park has many trees and birds",
-    "market analysts expect growth in Q4", "quantum computers factor large numbers",
-    "the river flows past the old mill", "tea and coffee contain caffeine",
+    "the cat sat on the mat",
+    "dogs chase cats in the park",
+    "a bird sings in the tree at dawn",
+    "the stock market fell sharply today",
+    "cats and dogs are popular pets",
+    "invoice INV-4471 was paid in Q3 2024",
+    "the park has many trees and birds",
+    "market analysts expect growth in Q4",
+    "quantum computers factor large numbers",
+    "the river flows past the old mill",
+    "tea and coffee contain caffeine",
     "the mill was built in 1820 by the river",
 ]
 
@@ -39,9 +45,17 @@ def test_scores_match_rank_bm25():
 
 def test_segments_rescale_to_global_idf():
     # equal-length documents, so segment length normalisation matches the merged index exactly
-    docs = [" ".join(w) for w in (["apple", "pear", "fig"], ["apple", "kiwi", "lime"],
-                                  ["plum", "pear", "lime"], ["fig", "fig", "kiwi"],
-                                  ["date", "plum", "apple"], ["lime", "lime", "lime"])]
+    docs = [
+        " ".join(w)
+        for w in (
+            ["apple", "pear", "fig"],
+            ["apple", "kiwi", "lime"],
+            ["plum", "pear", "lime"],
+            ["fig", "fig", "kiwi"],
+            ["date", "plum", "apple"],
+            ["lime", "lime", "lime"],
+        )
+    ]
     cfg = BM25Config(stemmer="", stopwords="none", merge_ratio=1.0)
     single = build(cfg, docs)
     segmented = BM25Index(None, cfg)

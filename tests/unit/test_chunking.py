@@ -13,8 +13,11 @@ def test_sentences_respect_abbreviations_and_paragraphs():
     text = "Dr. Smith met Mr. Jones, e.g. at noon. They talked.\n\nA new paragraph starts here."
     spans = split_sentences(text)
     got = [text[s:e] for s, e, _ in spans]
-    assert got == ["Dr. Smith met Mr. Jones, e.g. at noon.", "They talked.",
-                   "A new paragraph starts here."]
+    assert got == [
+        "Dr. Smith met Mr. Jones, e.g. at noon.",
+        "They talked.",
+        "A new paragraph starts here.",
+    ]
     assert [p for _, _, p in spans] == [True, False, True]
 
 
@@ -23,8 +26,10 @@ def test_chunks_are_exact_slices_within_budget_and_cover_text():
     vocab = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta"]
     paras = []
     for _ in range(12):
-        sents = [" ".join(rng.choice(vocab) for _ in range(rng.randint(3, 40))).capitalize() + "."
-                 for _ in range(rng.randint(1, 8))]
+        sents = [
+            " ".join(rng.choice(vocab) for _ in range(rng.randint(3, 40))).capitalize() + "."
+            for _ in range(rng.randint(1, 8))
+        ]
         paras.append(" ".join(sents))
     paras.append(" ".join(["overlong"] * 500) + ".")  # one sentence far over the window
     text = "\n\n".join(paras)
@@ -49,8 +54,9 @@ def test_ids_are_stable_and_content_addressed():
 
 
 def test_repeated_passages_get_distinct_ids():
-    chunks = chunk_text("d", "Same words.\n\nSame words.", max_tokens=2, count_tokens=words,
-                        min_tokens=0)
+    chunks = chunk_text(
+        "d", "Same words.\n\nSame words.", max_tokens=2, count_tokens=words, min_tokens=0
+    )
     assert len(chunks) == 2 and len({c.id for c in chunks}) == 2
 
 

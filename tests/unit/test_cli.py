@@ -9,8 +9,14 @@ def run(*args, cwd, env_extra=None):
     env = {k: v for k, v in os.environ.items() if not k.startswith("PENSIVE_")}
     env.update({"PENSIVE_EMBEDDER__NAME": "hash", "COLUMNS": "160"})
     env.update(env_extra or {})
-    return subprocess.run([sys.executable, "-m", "pensive_core.cli", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "pensive_core.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_ingest_query_stats(tmp_path):
@@ -36,8 +42,9 @@ def test_errors_are_one_line(tmp_path):
     out = run("query", "", "-s", str(tmp_path / "s"), cwd=tmp_path)
     assert out.returncode == 1
     assert out.stderr.strip().startswith("error:") and "Traceback" not in out.stderr
-    out = run("stats", "-s", str(tmp_path / "s"), cwd=tmp_path,
-              env_extra={"PENSIVE_FUSION__METHD": "rrf"})
+    out = run(
+        "stats", "-s", str(tmp_path / "s"), cwd=tmp_path, env_extra={"PENSIVE_FUSION__METHD": "rrf"}
+    )
     assert out.returncode == 1 and "unknown config key 'fusion.methd'" in out.stderr
     out = run("ingest", str(tmp_path / "missing"), "-s", str(tmp_path / "s"), cwd=tmp_path)
     assert out.returncode == 1 and "no such file" in out.stderr

@@ -10,13 +10,16 @@ def test_partial_config_overrides_only_named_keys():
     assert cfg.embedder.name == "minilm"
 
 
-@pytest.mark.parametrize("bad,needle", [
-    ({"fusion": {"methd": "rrf"}}, "fusion.methd"),
-    ({"nonsense": 1}, "nonsense"),
-    ({"fusion": {"method": "borda"}}, "fusion.method"),
-    ({"fusion": {"weights": {"dnse": 1.0}}}, "dnse"),
-    ({"bm25": {"b": 2}}, "bm25.b"),
-])
+@pytest.mark.parametrize(
+    "bad,needle",
+    [
+        ({"fusion": {"methd": "rrf"}}, "fusion.methd"),
+        ({"nonsense": 1}, "nonsense"),
+        ({"fusion": {"method": "borda"}}, "fusion.method"),
+        ({"fusion": {"weights": {"dnse": 1.0}}}, "dnse"),
+        ({"bm25": {"b": 2}}, "bm25.b"),
+    ],
+)
 def test_bad_config_is_a_clear_error(bad, needle):
     with pytest.raises(ConfigError, match=needle.replace(".", r"\.")):
         load_config(bad)
@@ -47,7 +50,9 @@ def test_store_remembers_config_and_refuses_structural_change(tmp_path):
     with Pensive(tmp_path) as p:  # reopened with no config: the saved one applies
         assert p.config.embedder.name == "hash"
         assert p.config.fusion.k == 7
-    with Pensive(tmp_path, config={"fusion": {"method": "zscore"}}) as p:  # query-time keys may change
+    with Pensive(
+        tmp_path, config={"fusion": {"method": "zscore"}}
+    ) as p:  # query-time keys may change
         assert p.config.fusion.method == "zscore"
     with pytest.raises(ConfigError, match="embedder.name"):
         Pensive(tmp_path, config={"embedder": {"name": "minilm"}})

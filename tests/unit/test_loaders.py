@@ -8,18 +8,29 @@ from tests.conftest import HASH_CONFIG
 def write_tree(root):
     (root / "sub").mkdir(parents=True)
     (root / "notes.txt").write_text("Plain text about the lighthouse keeper.")
-    (root / "guide.md").write_text("# Setup Guide\n\nInstall the widget first.\n\n## Usage\n\nRun it.")
+    (root / "guide.md").write_text(
+        "# Setup Guide\n\nInstall the widget first.\n\n## Usage\n\nRun it."
+    )
     (root / "sub" / "page.html").write_text(
         "<html><head><title>Harbour</title><style>p{}</style></head><body>"
         "<h1>Harbour news</h1><p>The ferry &amp; the tug arrived.</p>"
-        "<script>var x = 'ignore me';</script></body></html>")
-    rows = [{"id": "j1", "text": "JSON line about INV-4471", "metadata": {"kind": "invoice"},
-             "timestamp": "2024-05-02T00:00:00Z"},
-            "not json at all",
-            {"id": "j2", "text": ""},
-            {"id": "j3", "text": "fine line", "bogus": 1},
-            {"id": "j4", "title": "Titled", "text": "body text"}]
-    (root / "data.jsonl").write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows))
+        "<script>var x = 'ignore me';</script></body></html>"
+    )
+    rows = [
+        {
+            "id": "j1",
+            "text": "JSON line about INV-4471",
+            "metadata": {"kind": "invoice"},
+            "timestamp": "2024-05-02T00:00:00Z",
+        },
+        "not json at all",
+        {"id": "j2", "text": ""},
+        {"id": "j3", "text": "fine line", "bogus": 1},
+        {"id": "j4", "title": "Titled", "text": "body text"},
+    ]
+    (root / "data.jsonl").write_text(
+        "\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows)
+    )
     (root / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
     (root / ".hidden.txt").write_text("hidden")
     (root / "image.png").write_bytes(b"\x89PNG")
@@ -60,5 +71,8 @@ def test_missing_path_is_an_error(tmp_path):
 
     from pensive_core import InputError
 
-    with Pensive(tmp_path / "s", config=HASH_CONFIG) as p, pytest.raises(InputError, match="no such"):
+    with (
+        Pensive(tmp_path / "s", config=HASH_CONFIG) as p,
+        pytest.raises(InputError, match="no such"),
+    ):
         p.ingest_path(tmp_path / "nope")

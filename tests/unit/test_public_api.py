@@ -2,8 +2,9 @@
 
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 import pensive_core
 from pensive_core.config import PensiveConfig
@@ -11,10 +12,30 @@ from pensive_core.config import PensiveConfig
 ROOT = Path(__file__).resolve().parents[2]
 
 EXPECTED = {
-    "BackendError", "Chunk", "ConfigError", "Document", "Fused", "Hit", "IngestReport",
-    "InputError", "MissingDependencyError", "NotFoundError", "Pensive", "PensiveConfig",
-    "PensiveError", "QueryResult", "SchemaVersionError", "Tokenizer", "VectorQuery",
-    "__version__", "chunk_text", "ensure_utc", "load_config", "rrf", "weighted", "zscore",
+    "BackendError",
+    "Chunk",
+    "ConfigError",
+    "Document",
+    "Fused",
+    "Hit",
+    "IngestReport",
+    "InputError",
+    "MissingDependencyError",
+    "NotFoundError",
+    "Pensive",
+    "PensiveConfig",
+    "PensiveError",
+    "QueryResult",
+    "SchemaVersionError",
+    "Tokenizer",
+    "VectorQuery",
+    "__version__",
+    "chunk_text",
+    "ensure_utc",
+    "load_config",
+    "rrf",
+    "weighted",
+    "zscore",
 }
 
 
@@ -38,8 +59,14 @@ def test_defaults_are_pinned():
 def test_error_tree():
     from pensive_core import errors as e
 
-    for cls in (e.ConfigError, e.BackendError, e.MissingDependencyError, e.NotFoundError,
-                e.InputError, e.SchemaVersionError):
+    for cls in (
+        e.ConfigError,
+        e.BackendError,
+        e.MissingDependencyError,
+        e.NotFoundError,
+        e.InputError,
+        e.SchemaVersionError,
+    ):
         assert issubclass(cls, e.PensiveError)
     assert issubclass(e.MissingDependencyError, ImportError)
 
@@ -51,21 +78,34 @@ def test_import_has_no_side_effects():
         "if m in sys.modules]; "
         "assert not heavy, heavy; assert dict(os.environ) == before; print('ok')"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd="/", check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd="/", check=False
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
 
 
 def test_install_hints_name_existing_extras():
-    extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-                 ["optional-dependencies"])
-    assert {"faiss", "chroma", "pinecone", "weaviate", "llamaindex", "langchain", "server",
-            "all", "dev"} <= extras
+    extras = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    )
+    assert {
+        "faiss",
+        "chroma",
+        "pinecone",
+        "weaviate",
+        "llamaindex",
+        "langchain",
+        "server",
+        "all",
+        "dev",
+    } <= extras
     import re
 
     hinted = set()
     for path in (ROOT / "pensive_core").rglob("*.py"):
-        hinted |= set(re.findall(r'MissingDependencyError\(\s*"[^"]+",\s*"([^"]+)"', path.read_text()))
+        hinted |= set(
+            re.findall(r'MissingDependencyError\(\s*"[^"]+",\s*"([^"]+)"', path.read_text())
+        )
     assert hinted, "no install hints found"
     assert hinted <= extras, hinted - extras

@@ -60,7 +60,9 @@ def test_reingest_replaces_and_reuses_unchanged_passages(hash_store):
     assert r1.chunks_embedded == 2
     same = hash_store.ingest([Document(id="fruit", text=f"{base}\n\n{para2}")])
     assert same.unchanged == 1 and same.chunks_embedded == 0
-    edited = hash_store.ingest([Document(id="fruit", text=f"{base}\n\nSecond paragraph about plums.")])
+    edited = hash_store.ingest(
+        [Document(id="fruit", text=f"{base}\n\nSecond paragraph about plums.")]
+    )
     assert edited.updated == 1
     assert edited.chunks_reused == 1 and edited.chunks_embedded == 1 and edited.chunks_deleted == 1
     assert hash_store.stats()["chunks"] == 2
@@ -109,22 +111,36 @@ def test_as_of_excludes_later_documents(hash_store):
     assert {h.doc_id for h in hits} <= {"q3", "q4"}
 
 
-@pytest.mark.parametrize("query,k,err", [
-    ("", 5, "empty"), ("   ", 5, "empty"), (None, 5, "str"), (b"bytes", 5, "str"),
-    ("x" * 20_001, 5, "limit"), ("fine", 0, "k must"), ("fine", "3", "k must"),
-])
+@pytest.mark.parametrize(
+    "query,k,err",
+    [
+        ("", 5, "empty"),
+        ("   ", 5, "empty"),
+        (None, 5, "str"),
+        (b"bytes", 5, "str"),
+        ("x" * 20_001, 5, "limit"),
+        ("fine", 0, "k must"),
+        ("fine", "3", "k must"),
+    ],
+)
 def test_bad_queries(hash_store, query, k, err):
     hash_store.ingest(docs_corpus()[:2])
     with pytest.raises(InputError, match=err):
         hash_store.query(query, k=k)
 
 
-@pytest.mark.parametrize("kwargs,err", [
-    ({"id": "x", "text": ""}, "empty"), ({"id": "x", "text": "  \n"}, "empty"),
-    ({"id": "", "text": "t"}, "id"), ({"id": 3, "text": "t"}, "id"),
-    ({"id": "x", "text": b"bytes"}, "str"), ({"id": "x", "text": "t", "metadata": [1]}, "mapping"),
-    ({"id": "x", "text": "t", "timestamp": "not a date"}, "ISO"),
-])
+@pytest.mark.parametrize(
+    "kwargs,err",
+    [
+        ({"id": "x", "text": ""}, "empty"),
+        ({"id": "x", "text": "  \n"}, "empty"),
+        ({"id": "", "text": "t"}, "id"),
+        ({"id": 3, "text": "t"}, "id"),
+        ({"id": "x", "text": b"bytes"}, "str"),
+        ({"id": "x", "text": "t", "metadata": [1]}, "mapping"),
+        ({"id": "x", "text": "t", "timestamp": "not a date"}, "ISO"),
+    ],
+)
 def test_bad_documents(kwargs, err):
     with pytest.raises(InputError, match=err):
         Document(**kwargs)
@@ -188,7 +204,8 @@ def test_unknown_backend_and_user_backend(tmp_path):
 
     with pytest.raises(ConfigError, match="unknown"):
         Pensive(tmp_path / "a", config={**HASH_CONFIG, "backend": {"name": "nosuch"}}).ingest(
-            docs_corpus()[:1])
+            docs_corpus()[:1]
+        )
     cfg = {**HASH_CONFIG, "backend": {"name": "pensive_core.backends.memory:MemoryBackend"}}
     with Pensive(tmp_path / "b", config=cfg) as p:
         p.ingest(docs_corpus())
@@ -203,8 +220,13 @@ def test_each_fusion_method_runs(tmp_path, method):
 
 
 def test_dense_only_and_bm25_only(tmp_path):
-    for weights, source in (({"dense": 1.0, "bm25": 0.0}, "dense"), ({"dense": 0.0, "bm25": 1.0}, "bm25")):
-        with Pensive(tmp_path / source, config={**HASH_CONFIG, "fusion": {"weights": weights}}) as p:
+    for weights, source in (
+        ({"dense": 1.0, "bm25": 0.0}, "dense"),
+        ({"dense": 0.0, "bm25": 1.0}, "bm25"),
+    ):
+        with Pensive(
+            tmp_path / source, config={**HASH_CONFIG, "fusion": {"weights": weights}}
+        ) as p:
             p.ingest(docs_corpus())
             hits = p.query("green tea catechins", k=3).hits
             assert hits[0].doc_id == "tea"

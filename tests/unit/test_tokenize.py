@@ -10,8 +10,16 @@ def test_identifiers_and_numbers_stay_whole():
 
 def test_camel_and_snake_case_split_and_kept():
     toks = Tokenizer().tokenize("getUserName reads user_name via HTTPServer")
-    assert {"getusername", "get", "user", "name", "user_name", "httpserver", "http",
-            "server"} <= set(toks)
+    assert {
+        "getusername",
+        "get",
+        "user",
+        "name",
+        "user_name",
+        "httpserver",
+        "http",
+        "server",
+    } <= set(toks)
 
 
 def test_stemming_and_stopwords():

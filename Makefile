@@ -1,0 +1,43 @@
+# Two commands do all setup on a fresh machine:
+#   make demo   - create .venv if missing, ingest examples/docs, answer a question
+#   make test   - create .venv if missing, run the whole test suite
+# Setup installs the CPU build of torch first, so pip never resolves a multi-GB CUDA build.
+
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+TORCH ?= torch==2.13.0
+STAMP := $(VENV)/.pensive-setup
+STORE ?= .pensive-demo
+QUESTION ?= How do I keep the night ferry schedule from going stale?
+
+.PHONY: setup demo test bench-setup bench lint clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet "$(TORCH)"
+	$(BIN)/python -m pip install --quiet -e ".[dev]" "$(TORCH)"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/pensive ingest examples/docs --store $(STORE)
+	$(BIN)/pensive query "$(QUESTION)" --store $(STORE) -k 3
+
+test: $(STAMP)
+	$(BIN)/python -m pytest tests
+
+bench-setup: $(STAMP)
+	$(BIN)/python -m pip install --quiet -r benchmarks/requirements.txt "$(TORCH)"
+
+bench: bench-setup
+	$(BIN)/python -m benchmarks.scifact
+
+lint: $(STAMP)
+	$(BIN)/ruff check pensive_core pensive_llamaindex pensive_langchain tests benchmarks
+	$(BIN)/mypy
+
+clean:
+	rm -rf $(STORE) .pytest_cache

@@ -1,0 +1,1 @@
+"""Pensive benchmarks: one runnable module per benchmark (``python -m benchmarks.NAME``)."""

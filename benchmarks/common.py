@@ -1,0 +1,124 @@
+"""Shared pieces of the benchmarks: data location, store building, splits, result writing."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = ROOT.parent / "shared" / "data"
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def base_parser(description: str) -> argparse.ArgumentParser:
+    """Arguments every benchmark takes."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="data folder (../shared/data)")
+    ap.add_argument("--out", type=Path, default=RESULTS, help="where NAME.json/.md are written")
+    ap.add_argument(
+        "--store",
+        type=Path,
+        default=None,
+        help="reuse/keep the built store here (default: a temporary folder)",
+    )
+    return ap
+
+
+def split_of(qid: str) -> str:
+    """Queries are split in two by id parity: 'tune' (even) chooses defaults, 'heldout' (odd)
+    is only ever reported, never used to choose anything."""
+    try:
+        return "tune" if int(qid) % 2 == 0 else "heldout"
+    except ValueError:
+        return "tune" if sum(map(ord, qid)) % 2 == 0 else "heldout"
+
+
+def doc_ranking(
+    chunk_ids: Iterable[str], doc_of: Callable[[str], str], limit: int = 100
+) -> list[str]:
+    """Collapse a ranked list of passages to a ranked list of documents (best passage wins)."""
+    out: list[str] = []
+    seen: set[str] = set()
+    for cid in chunk_ids:
+        did = doc_of(cid)
+        if did not in seen:
+            seen.add(did)
+            out.append(did)
+            if len(out) == limit:
+                break
+    return out
+
+
+def chunk_doc(cid: str) -> str:
+    """The document id of a Pensive passage id (``doc#hash``)."""
+    return cid.rsplit("#", 1)[0]
+
+
+def timed(fn: Callable[[], Any], repeats: int) -> tuple[Any, float]:
+    """Run ``fn`` ``repeats`` times; return the last result and the median wall time in ms."""
+    times = []
+    result = None
+    for _ in range(repeats):
+        t = time.perf_counter()
+        result = fn()
+        times.append((time.perf_counter() - t) * 1000)
+    return result, statistics.median(times)
+
+
+def pct(values: Sequence[float]) -> dict[str, float]:
+    """p50 and p95 of a list of milliseconds."""
+    arr = np.asarray(values, dtype=float)
+    if not len(arr):
+        return {"p50": float("nan"), "p95": float("nan")}
+    return {
+        "p50": round(float(np.percentile(arr, 50)), 3),
+        "p95": round(float(np.percentile(arr, 95)), 3),
+    }
+
+
+def environment() -> dict[str, Any]:
+    """What the numbers were measured on."""
+    import os
+
+    import pensive_core
+
+    info: dict[str, Any] = {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "pensive": pensive_core.__version__,
+    }
+    for mod in (
+        "torch",
+        "faiss",
+        "bm25s",
+        "sentence_transformers",
+        "langchain_core",
+        "langchain_community",
+        "langchain_classic",
+        "llama_index.core",
+        "rank_bm25",
+    ):
+        try:
+            m = __import__(mod, fromlist=["_"])
+            info[mod] = getattr(m, "__version__", "?")
+        except ImportError:
+            pass
+    return info
+
+
+def write_results(name: str, out: Path, payload: dict[str, Any], markdown: str) -> None:
+    """Write ``NAME.json`` and ``NAME.md``."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n")
+    (out / f"{name}.md").write_text(markdown)
+    print(f"wrote {out / (name + '.json')} and {out / (name + '.md')}")
