@@ -32,7 +32,8 @@ CREATE TABLE IF NOT EXISTS documents (
     metadata TEXT NOT NULL,
     timestamp TEXT,
     ingested_at TEXT NOT NULL,
-    n_chunks INTEGER NOT NULL
+    n_chunks INTEGER NOT NULL,
+    indexed INTEGER NOT NULL DEFAULT 0  -- 1 once the indexes holding its passages are persisted
 );
 CREATE TABLE IF NOT EXISTS chunks (
     id TEXT PRIMARY KEY,
@@ -105,12 +106,20 @@ class Archive:
         )
 
     # -- documents ----------------------------------------------------------------------------
-    def fingerprint(self, doc_id: str) -> tuple[str, str, str | None] | None:
-        """``(hash, metadata json, timestamp)`` of a stored document, or None."""
+    def fingerprint(self, doc_id: str) -> tuple[str, str, str | None, bool] | None:
+        """``(hash, metadata json, timestamp, indexed)`` of a stored document, or None."""
         row = self.db.execute(
-            "SELECT hash, metadata, timestamp FROM documents WHERE id=?", (doc_id,)
+            "SELECT hash, metadata, timestamp, indexed FROM documents WHERE id=?", (doc_id,)
         ).fetchone()
-        return None if row is None else (row[0], row[1], row[2])
+        return None if row is None else (row[0], row[1], row[2], bool(row[3]))
+
+    def mark_indexed(self) -> None:
+        """Record that every written document's passages are now in the persisted indexes."""
+        self.db.execute("UPDATE documents SET indexed=1 WHERE indexed=0")
+
+    def unindexed(self) -> list[str]:
+        """Ids of documents written but not confirmed indexed (an ingest was interrupted)."""
+        return [r[0] for r in self.db.execute("SELECT id FROM documents WHERE indexed=0")]
 
     def chunk_ids(self, doc_id: str) -> list[str]:
         """Passage ids of a document, in order."""
@@ -128,7 +137,7 @@ class Archive:
             for doc, doc_hash, chunks in docs:
                 self.db.execute("DELETE FROM chunks WHERE doc_id=?", (doc.id,))
                 self.db.execute(
-                    "INSERT OR REPLACE INTO documents VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT OR REPLACE INTO documents VALUES (?, ?, ?, ?, ?, ?, ?, 0)",
                     (
                         doc.id,
                         zlib.compress(doc.text.encode("utf-8"), 6),

@@ -87,6 +87,7 @@ class Pensive:
         if dim is not None:
             self._open_backend(int(dim))
         self._closed = False
+        self._recover()
 
     # -- setup --------------------------------------------------------------------------------
     def _check_structural(self, saved: Mapping[str, Any], given: Any) -> None:
@@ -203,9 +204,12 @@ class Pensive:
         for doc in docs:
             doc_hash = content_hash(doc.text)
             old = self._archive.fingerprint(doc.id)
-            if old == (doc_hash, metadata_json(doc.metadata), to_iso(doc.timestamp)):
+            if old == (doc_hash, metadata_json(doc.metadata), to_iso(doc.timestamp), True):
                 counts["unchanged"] += 1
                 continue
+            # an interrupted ingest leaves indexed=False: then nothing stored can be trusted as
+            # already embedded, and every passage is indexed again (upserts replace)
+            trusted = bool(old and old[3])
             chunks = chunk_text(
                 doc.id,
                 doc.text,
@@ -216,7 +220,7 @@ class Pensive:
             old_ids = set(self._archive.chunk_ids(doc.id)) if old else set()
             new_ids = {c.id for c in chunks}
             for c in chunks:
-                if c.id in old_ids and c.id in self._bm25:
+                if trusted and c.id in old_ids and c.id in self._bm25:
                     counts["reused"] += 1
                 else:
                     to_embed.append(c)
@@ -237,11 +241,24 @@ class Pensive:
             self._archive.write(plans)
 
     def _commit(self) -> None:
-        # indexes first, archive rows are already committed: a passage the indexes know but the
-        # archive does not is dropped at query time, never shown half-formed
+        # The archive rows are written first with indexed=0, then the indexes are persisted,
+        # then the rows are marked indexed. A crash in between leaves indexed=0 rows, which the
+        # next open re-indexes from the archive; a passage the indexes know but the archive does
+        # not is dropped at query time, never shown.
         self._bm25.commit()
         if self._backend is not None:
             self._backend.persist()
+        self._archive.mark_indexed()
+
+    def _recover(self) -> int:
+        """Re-index documents an interrupted ingest left unconfirmed; returns how many."""
+        pending = self._archive.unindexed()
+        if not pending:
+            return 0
+        log.warning("re-indexing %d document(s) left by an interrupted ingest", len(pending))
+        docs = [d for d in (self._archive.document(i) for i in pending) if d is not None]
+        self.ingest(docs)
+        return len(docs)
 
     def ingest_path(self, *paths: str | os.PathLike[str], progress: Any = None) -> IngestReport:
         """Ingest files and folders (``.txt .md .jsonl .html``), skipping unreadable ones.
