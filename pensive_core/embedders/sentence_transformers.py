@@ -61,12 +61,18 @@ class SentenceTransformerEmbedder:
         path: The model folder.
         name: The name saved with the store ("minilm" for the bundled model, else the path).
         batch_size: Passages per forward pass.
-        threads: torch intra-op threads while encoding (0 leaves torch's default). One thread
-            measured fastest for single queries on two shared cores.
+        threads: torch intra-op threads for a single query (0: every core). One thread stays
+            fast when other work shares the cores.
+        batch_threads: torch threads for batches of passages (0: every core).
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], name: str, batch_size: int = 64, threads: int = 1
+        self,
+        path: str | os.PathLike[str],
+        name: str,
+        batch_size: int = 64,
+        threads: int = 1,
+        batch_threads: int = 0,
     ) -> None:
         try:
             import torch
@@ -82,9 +88,10 @@ class SentenceTransformerEmbedder:
                 "(no config.json/modules.json). Use 'minilm', 'hash', or a local model path."
             )
         self._torch = torch
-        self._threads = threads
+        self._threads = threads or (os.cpu_count() or 1)
+        self._batch_threads = batch_threads or (os.cpu_count() or 1)
         self._lock = threading.Lock()
-        with self._threads_set(), _quiet_transformers():
+        with self._threads_set(self._batch_threads), _quiet_transformers():
             # sentence-transformers wants the path as str; offline by construction (local folder)
             self._model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
         self.name = name
@@ -98,8 +105,8 @@ class SentenceTransformerEmbedder:
         self.max_tokens = int(self._model.max_seq_length) - 2
         self._tokenizer = self._model.tokenizer
 
-    def _threads_set(self):  # type: ignore[no-untyped-def]
-        torch, n = self._torch, self._threads
+    def _threads_set(self, n: int):  # type: ignore[no-untyped-def]
+        torch = self._torch
 
         class _Ctx:
             def __enter__(self_inner):  # noqa: N805
@@ -113,8 +120,8 @@ class SentenceTransformerEmbedder:
 
         return _Ctx()
 
-    def _encode(self, texts: list[str]) -> np.ndarray:
-        with self._lock, self._threads_set():
+    def _encode(self, texts: list[str], threads: int) -> np.ndarray:
+        with self._lock, self._threads_set(threads):
             vecs = self._model.encode(
                 texts,
                 batch_size=self.batch_size,
@@ -128,11 +135,11 @@ class SentenceTransformerEmbedder:
         """Embed passages into unit vectors."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return self._encode(list(texts))
+        return self._encode(list(texts), self._batch_threads)
 
     def embed_query(self, text: str) -> np.ndarray:
         """Embed one query."""
-        return self._encode([text])[0]
+        return self._encode([text], self._threads)[0]
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Count word pieces per text, special tokens excluded."""
