@@ -17,14 +17,7 @@ from .archive import Archive, metadata_json
 from .backends.base import VectorBackend
 from .backends.registry import create_backend
 from .chunking import chunk_text, content_hash
-from .config import (
-    STRUCTURAL_KEYS,
-    PensiveConfig,
-    env_overrides,
-    get_key,
-    load_config,
-    read_config_source,
-)
+from .config import STRUCTURAL_KEYS, PensiveConfig, get_key, load_config
 from .embedders.base import Embedder
 from .embedders.registry import create_embedder
 from .errors import ConfigError, InputError, NotFoundError, PensiveError
@@ -74,7 +67,7 @@ class Pensive:
             saved = self._archive.get_meta("config")
             self.config: PensiveConfig = load_config(config, base=saved)
             if saved is not None:
-                self._check_structural(saved, config)
+                self._check_structural(saved)
             else:
                 self._archive.set_meta("config", self.config.model_dump())
         except PensiveError:
@@ -90,15 +83,12 @@ class Pensive:
         self._recover()
 
     # -- setup --------------------------------------------------------------------------------
-    def _check_structural(self, saved: Mapping[str, Any], given: Any) -> None:
-        saved_cfg = load_config(base=saved, environ={})
-        explicit = load_config(read_config_source(given), environ=os.environ)
-        given_keys = _flatten(read_config_source(given))
-        env_keys = {k for k in _flatten(_env_dict()) if k}
+    def _check_structural(self, saved: Mapping[str, Any]) -> None:
+        # the effective config is saved + given + environment, so a structural key differs
+        # from the saved one exactly when the caller asked for a different value
+        built = load_config(base=saved, environ={})
         for key in STRUCTURAL_KEYS:
-            if key not in given_keys and key not in env_keys:
-                continue
-            want, have = get_key(explicit, key), get_key(saved_cfg, key)
+            want, have = get_key(self.config, key), get_key(built, key)
             if want != have:
                 raise ConfigError(
                     f"{key} = {want!r} does not match the store at {self.path}, which was built "
@@ -506,18 +496,3 @@ def _confidence(fused: list[Fused], lists: Mapping[str, list[tuple[str, float]]]
     sim = float(np.clip((dense.get(top.id, 0.0) - 0.2) / 0.5, 0.0, 1.0)) if dense else agree
     margin = (top.score - fused[1].score) / top.score if len(fused) > 1 and top.score > 0 else 1.0
     return round(float(np.clip(0.45 * agree + 0.4 * sim + 0.15 * margin, 0.0, 1.0)), 4)
-
-
-def _flatten(d: Mapping[str, Any], prefix: str = "") -> set[str]:
-    keys: set[str] = set()
-    for key, value in d.items():
-        path = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            keys |= _flatten(value, path + ".")
-        else:
-            keys.add(path)
-    return keys
-
-
-def _env_dict() -> dict[str, Any]:
-    return env_overrides(os.environ)
