@@ -96,13 +96,16 @@ class SentenceTransformerEmbedder:
             self._model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
         self.name = name
         self.batch_size = batch_size
-        self.dim = int(
-            self._model.get_embedding_dimension()
-            if hasattr(self._model, "get_embedding_dimension")
-            else self._model.get_sentence_embedding_dimension()
+        getdim = (
+            getattr(self._model, "get_embedding_dimension", None)
+            or self._model.get_sentence_embedding_dimension
         )
+        dim, window = getdim(), self._model.max_seq_length
+        if not dim or not window:
+            raise ConfigError(f"embedder {name!r} at {folder} reports no dimension or window")
+        self.dim = int(dim)
         # [CLS] and [SEP] take two of the model's positions
-        self.max_tokens = int(self._model.max_seq_length) - 2
+        self.max_tokens = int(window) - 2
         self._tokenizer = self._model.tokenizer
 
     def _threads_set(self, n: int):  # type: ignore[no-untyped-def]

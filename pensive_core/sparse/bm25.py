@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -49,7 +50,7 @@ def _idf(method: str, df: np.ndarray, n: int) -> np.ndarray:
 @dataclass
 class _Segment:
     name: str
-    model: object  # bm25s.BM25
+    model: Any  # bm25s.BM25
     rows: list[str]  # chunk id per row
     tokens: np.ndarray  # flat int32 token ids of every row
     offsets: np.ndarray  # int64, len(rows)+1
