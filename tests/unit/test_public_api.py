@@ -50,10 +50,14 @@ def test_defaults_are_pinned():
     assert cfg.backend.name == "faiss"
     assert cfg.embedder.name == "minilm"
     assert cfg.embedder.threads == 1
-    assert cfg.fusion.method == "rrf"
+    assert cfg.embedder.batch_threads == 0
+    assert cfg.fusion.method == "weighted"
     assert cfg.fusion.k == 60
-    assert cfg.fusion.weights == {"dense": 1.0, "bm25": 1.0}
+    assert cfg.fusion.weights == {"dense": 0.7, "bm25": 1.0}
+    assert cfg.fusion.depth == 100
     assert cfg.bm25.method == "lucene"
+    assert (cfg.bm25.k1, cfg.bm25.b) == (0.9, 0.4)
+    assert cfg.chunking.target_tokens == 0
 
 
 def test_error_tree():
