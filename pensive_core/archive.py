@@ -25,15 +25,16 @@ SCHEMA_VERSION = 1
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+-- body is the last column: reading metadata for a hit never walks the body's overflow pages
 CREATE TABLE IF NOT EXISTS documents (
     id TEXT PRIMARY KEY,
-    body BLOB NOT NULL,
     hash TEXT NOT NULL,
     metadata TEXT NOT NULL,
     timestamp TEXT,
     ingested_at TEXT NOT NULL,
     n_chunks INTEGER NOT NULL,
-    indexed INTEGER NOT NULL DEFAULT 0  -- 1 once the indexes holding its passages are persisted
+    indexed INTEGER NOT NULL DEFAULT 0,  -- 1 once the indexes holding its passages are persisted
+    body BLOB NOT NULL
 );
 CREATE TABLE IF NOT EXISTS chunks (
     id TEXT PRIMARY KEY,
@@ -137,15 +138,16 @@ class Archive:
             for doc, doc_hash, chunks in docs:
                 self.db.execute("DELETE FROM chunks WHERE doc_id=?", (doc.id,))
                 self.db.execute(
-                    "INSERT OR REPLACE INTO documents VALUES (?, ?, ?, ?, ?, ?, ?, 0)",
+                    "INSERT OR REPLACE INTO documents(id, hash, metadata, timestamp, ingested_at, "
+                    "n_chunks, indexed, body) VALUES (?, ?, ?, ?, ?, ?, 0, ?)",
                     (
                         doc.id,
-                        zlib.compress(doc.text.encode("utf-8"), 6),
                         doc_hash,
                         metadata_json(doc.metadata),
                         to_iso(doc.timestamp),
                         now,
                         len(chunks),
+                        zlib.compress(doc.text.encode("utf-8"), 6),
                     ),
                 )
                 self.db.executemany(
@@ -187,8 +189,12 @@ class Archive:
                 "FROM chunks c JOIN documents d ON d.id = c.doc_id "
                 f"WHERE c.id IN ({','.join('?' * len(part))})"
             )
+            parsed: dict[str, tuple[dict[str, Any], datetime | None]] = {}
             for cid, did, ordinal, text, meta, ts in self.db.execute(q, part):
-                out[cid] = StoredChunk(cid, did, ordinal, text, json.loads(meta), from_iso(ts))
+                if did not in parsed:  # passages of one document share its metadata: parse once
+                    parsed[did] = (json.loads(meta), from_iso(ts))
+                doc_meta, doc_ts = parsed[did]
+                out[cid] = StoredChunk(cid, did, ordinal, text, dict(doc_meta), doc_ts)
         return out
 
     def neighbours(self, doc_id: str, ordinal: int, window: int) -> list[tuple[int, int, int]]:

@@ -350,7 +350,8 @@ class Pensive:
         hits: list[Hit] = []
         start = 0
         while len(hits) < k and start < len(fused):
-            window = fused[start : start + max(2 * k, 20)]
+            # usually the first k fused ids all qualify; fetch more only when some did not
+            window = fused[start : start + (k - len(hits)) + (k if cutoff is not None else 0)]
             start += len(window)
             rows = self._archive.chunks(f.id for f in window)
             for f in window:
