@@ -63,6 +63,9 @@ class Pensive:
         self.path.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         self._archive = Archive(self.path / "pensive.sqlite")
+        self._embedder: Embedder | None = None
+        self._backend: VectorBackend | None = None
+        self._closed = False
         try:
             saved = self._archive.get_meta("config")
             self.config: PensiveConfig = load_config(config, base=saved)
@@ -70,17 +73,15 @@ class Pensive:
                 self._check_structural(saved)
             else:
                 self._archive.set_meta("config", self.config.model_dump())
-        except PensiveError:
+            self._bm25 = BM25Index(self.path / "bm25", self.config.bm25)
+            dim = self._archive.get_meta("dim")
+            if dim is not None:
+                self._open_backend(int(dim))
+            self._recover()
+        except BaseException:
+            self._closed = True  # nothing half-open is left behind
             self._archive.close()
             raise
-        self._embedder: Embedder | None = None
-        self._backend: VectorBackend | None = None
-        self._bm25 = BM25Index(self.path / "bm25", self.config.bm25)
-        dim = self._archive.get_meta("dim")
-        if dim is not None:
-            self._open_backend(int(dim))
-        self._closed = False
-        self._recover()
 
     # -- setup --------------------------------------------------------------------------------
     def _check_structural(self, saved: Mapping[str, Any]) -> None:
