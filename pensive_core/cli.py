@@ -103,9 +103,10 @@ def query(
         table.add_column(
             col, overflow="fold" if col == "snippet" else "ellipsis", no_wrap=col != "snippet"
         )
+    from .snippets import snippet as make_snippet
+
     for i, hit in enumerate(res.hits, start=1):
-        snippet = " ".join(hit.text.split())
-        snippet = snippet if len(snippet) <= width else snippet[: width - 1] + "…"
+        snippet = make_snippet(hit.text, text, width)
         sources = " ".join(f"{name}#{rank}" for name, rank in hit.sources.items())
         table.add_row(str(i), f"{hit.score:.4f}", res.tier, hit.doc_id, sources, snippet)
     console.print(table)
