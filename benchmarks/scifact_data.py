@@ -14,6 +14,8 @@ from pensive_core import Document, Pensive
 
 def load(data: Path) -> tuple[list[Document], dict[str, str], dict[str, dict[str, int]]]:
     """SciFact documents (title + abstract), train queries with judgements, and qrels."""
+    if not (data / "scifact" / "corpus.jsonl").is_file():
+        raise SystemExit(f"error: SciFact not found under {data / 'scifact'}; pass --data DIR")
     corpus, queries, qrels = load_beir(data / "scifact", split="train")
     docs = [
         Document(

@@ -123,7 +123,13 @@ def stats(store: Path | None = StoreOpt, config: Path | None = ConfigOpt) -> Non
     console.print(table)
 
 
-@app.command()
+@app.command(
+    context_settings={
+        "allow_extra_args": True,
+        "ignore_unknown_options": True,
+        "help_option_names": [],
+    }
+)
 def bench(
     name: str = typer.Argument(..., help="A module in benchmarks/, e.g. scifact."),
     args: list[str] | None = typer.Argument(None, help="Arguments passed to the benchmark."),
