@@ -143,12 +143,11 @@ class BM25Index:
         main = self.segments[0].n_docs if self.segments else 0
         small = sum(s.n_docs for s in self.segments[1:])
         dead = sum(int((s.alive == 0).sum()) for s in self.segments)
-        if (
-            len(self.segments) > 1
-            and (small > self.cfg.merge_ratio * main or len(self.segments) > _MAX_SEGMENTS)
-            or dead > self.cfg.merge_ratio * max(1, main)
-        ):
-            self._merge()
+        limit = self.cfg.merge_ratio * max(1, main)
+        if dead > limit or (len(self.segments) > 1 and small > limit):
+            self._merge(0)  # rebuild everything: exact length norms, deleted rows dropped
+        elif len(self.segments) > _MAX_SEGMENTS:
+            self._merge(1)  # tiered: fold the small segments together, leave the main one alone
         self._persist()
 
     def _build(self, rows: list[str], token_lists: list[np.ndarray]) -> _Segment:
@@ -188,17 +187,22 @@ class BM25Index:
         for r, cid in enumerate(rows):
             self._where[cid] = (si, r)
 
-    def _merge(self) -> None:
+    def _merge(self, start: int) -> None:
+        """Rebuild ``segments[start:]`` as one segment, dropping deleted rows."""
         rows: list[str] = []
         toks: list[np.ndarray] = []
-        for seg in self.segments:
+        for seg in self.segments[start:]:
             for r, cid in enumerate(seg.rows):
                 if seg.alive[r]:
                     rows.append(cid)
                     toks.append(seg.row_tokens(r))
-        log.info("merging %d BM25 segments into one of %d passages", len(self.segments), len(rows))
-        self.segments = []
-        self._where = {}
+        log.info(
+            "merging %d BM25 segments into one of %d passages",
+            len(self.segments) - start,
+            len(rows),
+        )
+        self.segments = self.segments[:start]
+        self._where = {cid: w for cid, w in self._where.items() if w[0] < start}
         if rows:
             self._add_segment(rows, toks)
 

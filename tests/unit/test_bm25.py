@@ -112,3 +112,15 @@ def test_unknown_terms_and_empty_index():
     assert BM25Index(None).search("anything", 5) == []
     ix = build(BM25Config())
     assert ix.search("zzzz qqqq", 5) == []
+
+
+def test_many_small_commits_merge_in_tiers_without_rebuilding_main():
+    ix = build(BM25Config(merge_ratio=0.5), DOCS * 3)  # 36 passages in one main segment
+    main = ix.segments[0]
+    for i in range(12):  # single-document ingests, as a chat application makes them
+        ix.add(f"small{i}", f"note number {i} about ferries")
+        ix.commit()
+        assert len(ix.segments) <= 9
+    assert ix.segments[0] is main  # 12 < 0.5 * 36: the main segment was never rebuilt
+    assert len(ix) == 48
+    assert {cid for cid, _ in ix.search("note ferries", 20)} == {f"small{i}" for i in range(12)}
