@@ -67,7 +67,7 @@ def ingest(
             transient=False,
         ) as bar,
     ):
-        task = bar.add_task("ingest", total=None if total == 0 else None)
+        task = bar.add_task("ingest", total=None)  # documents per file vary (JSONL): unknown
         report = p.ingest_path(*paths, progress=lambda n: bar.update(task, completed=n))
         bar.update(
             task,
