@@ -27,6 +27,7 @@ __all__ = [
     "ChunkingConfig",
     "BM25Config",
     "FusionConfig",
+    "RouterConfig",
     "load_config",
     "STRUCTURAL_KEYS",
 ]
@@ -107,6 +108,14 @@ class FusionConfig(_Section):
         return value
 
 
+class RouterConfig(_Section):
+    """Tier routing. The L1 cache is off until the router benchmark has measured it."""
+
+    l1: bool = False  # exact-key hot cache in front of L2
+    l1_capacity: int = Field(10_000, ge=1)
+    l1_ttl_s: float = Field(86_400.0, gt=0)
+
+
 class PensiveConfig(_Section):
     """The whole configuration. Every key has a default; see ``README.md`` for each."""
 
@@ -115,6 +124,7 @@ class PensiveConfig(_Section):
     chunking: ChunkingConfig = ChunkingConfig()
     bm25: BM25Config = BM25Config()
     fusion: FusionConfig = FusionConfig()
+    router: RouterConfig = RouterConfig()
 
 
 # Keys a built store depends on: opening a store with a different value would be silent garbage.

@@ -6,6 +6,7 @@ import logging
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
@@ -16,6 +17,7 @@ import numpy as np
 from .archive import Archive, metadata_json
 from .backends.base import VectorBackend
 from .backends.registry import create_backend
+from .cache import L1Cache, cache_key
 from .chunking import chunk_text, content_hash
 from .config import STRUCTURAL_KEYS, PensiveConfig, get_key, load_config
 from .embedders.base import Embedder
@@ -65,6 +67,9 @@ class Pensive:
         self._archive = Archive(self.path / "pensive.sqlite")
         self._embedder: Embedder | None = None
         self._backend: VectorBackend | None = None
+        self._l1: L1Cache | None = None
+        self._changed = False  # content changed since the last commit
+        self._latency: dict[str, deque[float]] = {}
         self._closed = False
         try:
             saved = self._archive.get_meta("config")
@@ -77,10 +82,18 @@ class Pensive:
             dim = self._archive.get_meta("dim")
             if dim is not None:
                 self._open_backend(int(dim))
+            if self.config.router.l1:
+                self._l1 = L1Cache(
+                    self.path / "l1.sqlite",
+                    self.config.router.l1_capacity,
+                    self.config.router.l1_ttl_s,
+                )
             self._recover()
         except BaseException:
             self._closed = True  # nothing half-open is left behind
             self._archive.close()
+            if self._l1 is not None:
+                self._l1.close()
             raise
 
     # -- setup --------------------------------------------------------------------------------
@@ -230,6 +243,8 @@ class Pensive:
             counts["deleted"] += len(to_delete)
         if plans:
             self._archive.write(plans)
+        if plans or to_delete:
+            self._changed = True
 
     def _commit(self) -> None:
         # The archive rows are written first with indexed=0, then the indexes are persisted,
@@ -240,6 +255,9 @@ class Pensive:
         if self._backend is not None:
             self._backend.persist()
         self._archive.mark_indexed()
+        if self._l1 is not None and self._changed:
+            self._l1.invalidate_all()  # any content change may change any answer
+        self._changed = False
 
     def _recover(self) -> int:
         """Re-index documents an interrupted ingest left unconfirmed; returns how many."""
@@ -315,14 +333,31 @@ class Pensive:
         cutoff = ensure_utc(as_of)
         timings: dict[str, float] = {}
         with self._lock:
+            key = None
+            if self._l1 is not None:
+                key = cache_key(text, k, to_iso(cutoff), self._query_settings())
+                cached = self._l1.get(key)
+                if cached is not None:
+                    hits = [_copy_hit(h) for h in cached[0]]  # callers may mutate metadata
+                    return self._record(QueryResult(hits, "L1", cached[1], _ms(t0), text, {}))
             if self._bm25.n_live == 0 and (self._backend is None or self._backend.count() == 0):
-                return QueryResult([], "L2", 0.0, _ms(t0), text, {})
+                return self._record(QueryResult([], "L2", 0.0, _ms(t0), text, {}))
             fused, lists = self._retrieve(text, timings)
             t = time.perf_counter()
             hits = self._hits(fused, k, cutoff)
             timings["fetch_ms"] = _ms(t)
-        confidence = _confidence(fused, lists)
-        return QueryResult(hits, "L2", confidence, _ms(t0), text, timings)
+            confidence = _confidence(fused, lists)
+            if key is not None and self._l1 is not None:
+                self._l1.put(key, [_copy_hit(h) for h in hits], confidence)
+        return self._record(QueryResult(hits, "L2", confidence, _ms(t0), text, timings))
+
+    def _query_settings(self) -> dict[str, Any]:
+        # everything besides the question that changes the answer belongs in the cache key
+        return {"fusion": self.config.fusion.model_dump(), "bm25": self.config.bm25.model_dump()}
+
+    def _record(self, res: QueryResult) -> QueryResult:
+        self._latency.setdefault(res.tier, deque(maxlen=10_000)).append(res.latency_ms)
+        return res
 
     def _retrieve(
         self, text: str, timings: dict[str, float]
@@ -427,6 +462,7 @@ class Pensive:
             if self._archive.fingerprint(doc_id) is None:
                 raise NotFoundError(f"no document with id {doc_id!r} in {self.path}")
             ids = self._archive.delete(doc_id)
+            self._changed = True
             if self._backend is not None:
                 self._backend.delete(ids)
             self._bm25.delete(ids)
@@ -450,7 +486,31 @@ class Pensive:
             "bm25_segments": len(self._bm25.segments),
             "fusion": self.config.fusion.method,
             "disk_bytes": size,
+            "queries": self._tier_stats(),
+            "l1": None
+            if self._l1 is None
+            else {
+                "entries": len(self._l1),
+                "hits": self._l1.hits,
+                "misses": self._l1.misses,
+                "evictions": self._l1.evictions,
+                "generation": self._l1.generation,
+            },
         }
+
+    def _tier_stats(self) -> dict[str, Any]:
+        total = sum(len(v) for v in self._latency.values())
+        out: dict[str, Any] = {"total": total}
+        for tier, values in sorted(self._latency.items()):
+            arr = np.fromiter(values, dtype=float)
+            out[tier] = {
+                "count": len(arr),
+                "share": round(len(arr) / total, 4),
+                "p50_ms": round(float(np.percentile(arr, 50)), 4),
+                "p95_ms": round(float(np.percentile(arr, 95)), 4),
+                "p99_ms": round(float(np.percentile(arr, 99)), 4),
+            }
+        return out
 
     def close(self) -> None:
         """Persist and release everything; further calls raise."""
@@ -460,6 +520,8 @@ class Pensive:
             self._commit()
             if self._backend is not None:
                 self._backend.close()
+            if self._l1 is not None:
+                self._l1.close()
             self._archive.close()
             self._closed = True
 
@@ -471,6 +533,12 @@ class Pensive:
 
     def __repr__(self) -> str:
         return f"Pensive({str(self.path)!r})"
+
+
+def _copy_hit(h: Hit) -> Hit:
+    return Hit(
+        h.doc_id, h.chunk_id, h.text, h.score, dict(h.metadata), h.timestamp, dict(h.sources)
+    )
 
 
 def _ms(t0: float) -> float:

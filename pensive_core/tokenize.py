@@ -14,7 +14,7 @@ __all__ = ["Tokenizer"]
 
 # A token is a run of word characters, possibly joined by - _ . / : where both sides are
 # word characters ("INV-4471", "snake_case", "v1.2.3", "3.5"); a leading sign/currency is dropped.
-_TOKEN_RE = re.compile(r"[^\W_]+(?:[-_./:][^\W_]+)*|_+[^\W_]+(?:_[^\W_]+)*", re.UNICODE)
+TOKEN_RE = re.compile(r"[^\W_]+(?:[-_./:][^\W_]+)*|_+[^\W_]+(?:_[^\W_]+)*", re.UNICODE)
 _SEP_RE = re.compile(r"[-_./:]+")
 # camelCase boundaries only between letters: "getUserName" -> get User Name, "HTTPServer" ->
 # HTTP Server; letter-digit runs like "Q3" or "H2O" stay whole.
@@ -97,7 +97,7 @@ class Tokenizer:
             compound identifiers.
         """
         out: list[str] = []
-        for raw in _TOKEN_RE.findall(_NUM_SEP_RE.sub("", text)):
+        for raw in TOKEN_RE.findall(_NUM_SEP_RE.sub("", text)):
             raw = raw.strip("_")
             parts = _split_compound(raw)
             if len(parts) > 1:

@@ -58,6 +58,7 @@ def test_defaults_are_pinned():
     assert cfg.bm25.method == "lucene"
     assert (cfg.bm25.k1, cfg.bm25.b) == (0.9, 0.4)
     assert cfg.chunking.target_tokens == 0
+    assert cfg.router.l1 is False  # on once benchmarks/router has measured it
 
 
 def test_error_tree():
