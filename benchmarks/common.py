@@ -5,14 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import statistics
 import sys
-import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data"
@@ -61,28 +57,6 @@ def doc_ranking(
 def chunk_doc(cid: str) -> str:
     """The document id of a Pensive passage id (``doc#hash``)."""
     return cid.rsplit("#", 1)[0]
-
-
-def timed(fn: Callable[[], Any], repeats: int) -> tuple[Any, float]:
-    """Run ``fn`` ``repeats`` times; return the last result and the median wall time in ms."""
-    times = []
-    result = None
-    for _ in range(repeats):
-        t = time.perf_counter()
-        result = fn()
-        times.append((time.perf_counter() - t) * 1000)
-    return result, statistics.median(times)
-
-
-def pct(values: Sequence[float]) -> dict[str, float]:
-    """p50 and p95 of a list of milliseconds."""
-    arr = np.asarray(values, dtype=float)
-    if not len(arr):
-        return {"p50": float("nan"), "p95": float("nan")}
-    return {
-        "p50": round(float(np.percentile(arr, 50)), 3),
-        "p95": round(float(np.percentile(arr, 95)), 3),
-    }
 
 
 def environment() -> dict[str, Any]:

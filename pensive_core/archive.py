@@ -6,10 +6,11 @@ offsets into the document so a hit can be expanded to its neighbours or the whol
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -213,18 +214,16 @@ class Archive:
         c = self.db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
         return int(d), int(c)
 
-    def transaction(self):  # type: ignore[no-untyped-def]
-        """A context manager for one write transaction."""
-        db = self.db
-
-        class _Tx:
-            def __enter__(self) -> None:
-                db.execute("BEGIN IMMEDIATE")
-
-            def __exit__(self, exc_type, *_: object) -> None:  # type: ignore[no-untyped-def]
-                db.execute("ROLLBACK" if exc_type else "COMMIT")
-
-        return _Tx()
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One write transaction: committed on success, rolled back on any exception."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
 
     def close(self) -> None:
         """Close the database."""

@@ -35,8 +35,12 @@ def read_manifest(folder: Path, name: str) -> dict[str, Any] | None:
 
 
 def remove_stale(folder: Path, prefix: str, keep: set[str]) -> None:
-    """Delete ``prefix*`` files in ``folder`` that no manifest references any more."""
+    """Delete ``prefix*`` files in ``folder`` that the current manifest does not reference.
+
+    Manifests are named without the prefix's dash (``faiss.json`` beside ``faiss-3.index``),
+    so they are never matched.
+    """
     for p in folder.glob(prefix + "*"):
-        if p.name not in keep and not p.name.endswith(".json"):
+        if p.name not in keep:
             with contextlib.suppress(OSError):
                 p.unlink()

@@ -230,9 +230,6 @@ class FaissBackend:
             },
         )
         remove_stale(self.folder, "faiss-", {index_name, ids_name, names_name})
-        for p in self.folder.glob("faiss-*.names.json"):
-            if p.name != names_name:
-                p.unlink(missing_ok=True)
 
     def close(self) -> None:
         """Persist and release."""

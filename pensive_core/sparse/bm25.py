@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backends._files import atomic_write_bytes, read_manifest, write_manifest
+from ..backends._files import atomic_write_bytes, read_manifest, remove_stale, write_manifest
 from ..config import BM25Config
 from ..tokenize import Tokenizer
 
@@ -310,9 +310,7 @@ class BM25Index:
                 "segments": segs_meta,
             },
         )
-        for p in self.folder.glob("bm25-*"):
-            if p.name not in keep:
-                p.unlink(missing_ok=True)
+        remove_stale(self.folder, "bm25-", keep)
 
     def _load(self, folder: Path, manifest: dict) -> None:  # type: ignore[type-arg]
         self._gen = manifest["generation"]
