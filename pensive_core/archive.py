@@ -22,7 +22,10 @@ from .types import Chunk, Document
 
 __all__ = ["Archive", "SCHEMA_VERSION", "StoredChunk"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: full-text index over whole documents (documents_fts)
+
+# indexed flag values
+PENDING, INDEXED, ARCHIVE_ONLY = 0, 1, 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -34,7 +37,7 @@ CREATE TABLE IF NOT EXISTS documents (
     timestamp TEXT,
     ingested_at TEXT NOT NULL,
     n_chunks INTEGER NOT NULL,
-    indexed INTEGER NOT NULL DEFAULT 0,  -- 1 once the indexes holding its passages are persisted
+    indexed INTEGER NOT NULL DEFAULT 0,  -- 1 once its passages' indexes persist; 2 archive only
     body BLOB NOT NULL
 );
 CREATE TABLE IF NOT EXISTS chunks (
@@ -47,6 +50,13 @@ CREATE TABLE IF NOT EXISTS chunks (
     text TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id, ordinal);
+-- L3 search over whole documents: exact phrases and identifiers, and BM25. Contentless: the text
+-- lives once, compressed, in documents.body; rows are keyed by documents.rowid.
+"""
+_FTS_SCHEMA = """
+CREATE VIRTUAL TABLE IF NOT EXISTS documents_fts USING fts5(
+    body, content='', tokenize='porter unicode61 remove_diacritics 2'
+)
 """
 
 
@@ -60,6 +70,7 @@ class StoredChunk:
     text: str
     metadata: dict[str, Any]
     timestamp: datetime | None
+    archive_only: bool = False
 
 
 class Archive:
@@ -76,6 +87,9 @@ class Archive:
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.execute("PRAGMA foreign_keys=ON")
         version = self._schema_version()
+        if version == 1:
+            self._migrate_from_1()
+            version = SCHEMA_VERSION
         if version is not None and version != SCHEMA_VERSION:
             self.db.close()
             raise SchemaVersionError(
@@ -83,7 +97,19 @@ class Archive:
                 f"{SCHEMA_VERSION}; re-ingest into a new folder or use a matching Pensive release"
             )
         self.db.executescript(_SCHEMA)
+        self.db.execute(_FTS_SCHEMA)
         if version is None:
+            self.set_meta("schema_version", SCHEMA_VERSION)
+
+    def _migrate_from_1(self) -> None:
+        # version 1 had no full-text index: build it from the stored documents
+        with self.transaction():
+            self.db.execute(_FTS_SCHEMA)
+            rows = self.db.execute("SELECT rowid, body FROM documents").fetchall()
+            self.db.executemany(
+                "INSERT INTO documents_fts(rowid, body) VALUES (?, ?)",
+                [(rowid, zlib.decompress(body).decode("utf-8")) for rowid, body in rows],
+            )
             self.set_meta("schema_version", SCHEMA_VERSION)
 
     def _schema_version(self) -> int | None:
@@ -113,11 +139,32 @@ class Archive:
         row = self.db.execute(
             "SELECT hash, metadata, timestamp, indexed FROM documents WHERE id=?", (doc_id,)
         ).fetchone()
-        return None if row is None else (row[0], row[1], row[2], bool(row[3]))
+        return None if row is None else (row[0], row[1], row[2], row[3] == INDEXED)
 
-    def mark_indexed(self) -> None:
-        """Record that every written document's passages are now in the persisted indexes."""
-        self.db.execute("UPDATE documents SET indexed=1 WHERE indexed=0")
+    def mark_indexed(self, changed: bool) -> int:
+        """Record that every written document's passages are now in the persisted indexes.
+
+        Args:
+            changed: Whether the content changed since the last commit (bumps the commit number).
+
+        Returns:
+            The store's commit number: every process reading the store reloads when it moves.
+        """
+        with self.transaction():
+            self.db.execute("UPDATE documents SET indexed=1 WHERE indexed=0")
+            commit = int(self.get_meta("commit") or 0)
+            if changed:
+                commit += 1
+                self.set_meta("commit", commit)
+        return commit
+
+    def commit_number(self) -> int:
+        """The store's commit number (see :meth:`mark_indexed`)."""
+        return int(self.get_meta("commit") or 0)
+
+    def data_version(self) -> int:
+        """SQLite's data version: changes when another connection commits."""
+        return int(self.db.execute("PRAGMA data_version").fetchone()[0])
 
     def unindexed(self) -> list[str]:
         """Ids of documents written but not confirmed indexed (an ingest was interrupted)."""
@@ -132,15 +179,24 @@ class Archive:
             )
         ]
 
-    def write(self, docs: Sequence[tuple[Document, str, list[Chunk]]]) -> None:
-        """Store documents (replacing same ids) and their passages, in one transaction."""
+    def write(
+        self, docs: Sequence[tuple[Document, str, list[Chunk]]], archive_only: bool = False
+    ) -> None:
+        """Store documents (replacing same ids) and their passages, in one transaction.
+
+        Args:
+            docs: ``(document, content hash, passages)``.
+            archive_only: Mark them as held by the archive alone (not in the L2 indexes).
+        """
         now = to_iso(utcnow())
+        flag = ARCHIVE_ONLY if archive_only else PENDING
         with self.transaction():
             for doc, doc_hash, chunks in docs:
+                self._unindex_text(doc.id)
                 self.db.execute("DELETE FROM chunks WHERE doc_id=?", (doc.id,))
-                self.db.execute(
+                cur = self.db.execute(
                     "INSERT OR REPLACE INTO documents(id, hash, metadata, timestamp, ingested_at, "
-                    "n_chunks, indexed, body) VALUES (?, ?, ?, ?, ?, ?, 0, ?)",
+                    "n_chunks, indexed, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         doc.id,
                         doc_hash,
@@ -148,8 +204,13 @@ class Archive:
                         to_iso(doc.timestamp),
                         now,
                         len(chunks),
+                        flag,
                         zlib.compress(doc.text.encode("utf-8"), 6),
                     ),
+                )
+                self.db.execute(
+                    "INSERT INTO documents_fts(rowid, body) VALUES (?, ?)",
+                    (cur.lastrowid, doc.text),
                 )
                 self.db.executemany(
                     'INSERT OR REPLACE INTO chunks(id, doc_id, ordinal, start, "end", hash, text) '
@@ -161,9 +222,42 @@ class Archive:
         """Delete a document and its passages; returns the passage ids removed."""
         ids = self.chunk_ids(doc_id)
         with self.transaction():
+            self._unindex_text(doc_id)
             self.db.execute("DELETE FROM chunks WHERE doc_id=?", (doc_id,))
             self.db.execute("DELETE FROM documents WHERE id=?", (doc_id,))
         return ids
+
+    def _unindex_text(self, doc_id: str) -> None:
+        # a contentless FTS5 row is deleted by giving back the text it was indexed with
+        row = self.db.execute("SELECT rowid, body FROM documents WHERE id=?", (doc_id,)).fetchone()
+        if row is not None:
+            self.db.execute(
+                "INSERT INTO documents_fts(documents_fts, rowid, body) VALUES ('delete', ?, ?)",
+                (row[0], zlib.decompress(row[1]).decode("utf-8")),
+            )
+
+    def search_documents(self, match: str, limit: int) -> list[tuple[str, float]]:
+        """Whole documents matching an FTS5 query, best BM25 first: ``(doc id, score)``.
+
+        Args:
+            match: An FTS5 MATCH expression (phrases in double quotes, ``OR``).
+            limit: Most documents returned.
+        """
+        rows = self.db.execute(
+            "SELECT d.id, -bm25(documents_fts) AS s FROM documents_fts "
+            "JOIN documents d ON d.rowid = documents_fts.rowid "
+            "WHERE documents_fts MATCH ? ORDER BY bm25(documents_fts) LIMIT ?",
+            (match, limit),
+        ).fetchall()
+        return [(r[0], float(r[1])) for r in rows]
+
+    def doc_chunks(self, doc_id: str) -> list[tuple[str, int, str]]:
+        """``(passage id, ordinal, text)`` of a document's passages, in order."""
+        return list(
+            self.db.execute(
+                "SELECT id, ordinal, text FROM chunks WHERE doc_id=? ORDER BY ordinal", (doc_id,)
+            )
+        )
 
     def document(self, doc_id: str) -> Document | None:
         """The whole stored document, or None."""
@@ -186,16 +280,18 @@ class Archive:
         for i in range(0, len(ids), 500):
             part = ids[i : i + 500]
             q = (
-                "SELECT c.id, c.doc_id, c.ordinal, c.text, d.metadata, d.timestamp "
+                "SELECT c.id, c.doc_id, c.ordinal, c.text, d.metadata, d.timestamp, d.indexed "
                 "FROM chunks c JOIN documents d ON d.id = c.doc_id "
                 f"WHERE c.id IN ({','.join('?' * len(part))})"
             )
             parsed: dict[str, tuple[dict[str, Any], datetime | None]] = {}
-            for cid, did, ordinal, text, meta, ts in self.db.execute(q, part):
+            for cid, did, ordinal, text, meta, ts, flag in self.db.execute(q, part):
                 if did not in parsed:  # passages of one document share its metadata: parse once
                     parsed[did] = (json.loads(meta), from_iso(ts))
                 doc_meta, doc_ts = parsed[did]
-                out[cid] = StoredChunk(cid, did, ordinal, text, dict(doc_meta), doc_ts)
+                out[cid] = StoredChunk(
+                    cid, did, ordinal, text, dict(doc_meta), doc_ts, flag == ARCHIVE_ONLY
+                )
         return out
 
     def neighbours(self, doc_id: str, ordinal: int, window: int) -> list[tuple[int, int, int]]:

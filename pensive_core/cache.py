@@ -1,31 +1,72 @@
-"""L1 hot cache: exact normalised-key answers, served from memory, durable in SQLite.
+"""L1 hot cache: answers to repeated questions, served from memory, durable in SQLite.
 
-Keys are the query normalised for case, Unicode form, whitespace and punctuation, with
-identifiers, numbers, dates and negations kept whole (so "Q3 2024" and "Q4 2024", "INV-4471"
-and "INV-4472", "did X" and "did X not" are different keys), plus ``k``, ``as_of`` and the
-query-time settings that shape the answer. Any change to the store's content bumps a generation
-number, which empties the cache: an answer is never served after the documents behind it changed.
-Eviction is least-frequently-used with aging (counts halve whenever the cache fills), and entries
-expire after a TTL.
+Lookup order for a question:
+
+1. **exact key**: the question normalised for case, Unicode form, whitespace and punctuation;
+2. **bag key**: the same words in any order, without filler words ("the", "please", "tell me");
+3. **near duplicate**: a question whose every content word equals, or is one typo away from, a
+   word of a cached question (found through hashed character-trigram sketches).
+
+Numbers, dates, identifiers, capitalised names and negations are *guards*: two questions whose
+guards differ ("Q3 2024" and "Q4 2024", "INV-4471" and "INV-4472", "did X" and "did X not",
+"Acme" and "Globex") never share an answer, whichever path matched. Every key also carries a
+scope: ``k``, ``as_of`` and the query-time settings that shape the answer.
+
+Each entry records what its answer depends on (the documents of its hits, the question's query
+vector and the lowest score that made each retriever's candidate list), so that ingestion
+invalidates exactly the entries whose answers could change; the caller decides which (see
+:meth:`L1Cache.entries`) and a bulk change empties the cache. Every process that opens the store
+sees the same SQLite table; invalidations bump a commit number, and a process whose commit is
+behind reloads before it serves anything.
+
+Eviction is least-frequently-used with aging (counts halve whenever the cache fills); entries
+expire after a TTL. All entries' keys and dependencies are in memory; the hits of the most used
+``hot`` entries are too, the rest are read from SQLite on demand.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import re
 import sqlite3
 import time
 import unicodedata
-from collections.abc import Sequence
-from dataclasses import dataclass
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from difflib import SequenceMatcher
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
+
+import numpy as np
 
 from .timeutil import from_iso, to_iso
 from .tokenize import TOKEN_RE
 from .types import Hit
 
-__all__ = ["L1Cache", "normalize_query", "cache_key"]
+__all__ = [
+    "L1Cache",
+    "QueryKey",
+    "Deps",
+    "EntryView",
+    "make_key",
+    "normalize_query",
+    "cache_key",
+    "chunk_hashes",
+]
+
+# Words whose presence or absence does not change what a question asks for retrieval. Kept small
+# on purpose: tense ("is"/"was"), wh-words, negations and prepositions all change meaning.
+_FILLER = frozenset("a an the of please kindly tell me us show give find".split())
+_NEGATION_RE = re.compile(
+    r"\b(?:not|no|never|none|nor|neither|without|cannot|nobody|nothing|nowhere)\b|n[’']t\b"
+)
+_NT_RE = re.compile(r"n[’']t\b")
+_QUOTED_RE = re.compile(r"[\"“”]([^\"“”]{2,200})[\"“”]")
+_SKETCH_DIM = 256
+_FUZZY_SKETCH_MIN = 0.75  # candidates for the word-by-word check; the check decides
 
 
 def normalize_query(text: str) -> str:
@@ -35,21 +76,218 @@ def normalize_query(text: str) -> str:
     identifiers ("INV-4471"), numbers ("3.5", "2024"), "Q3" and negations stay whole.
     """
     folded = unicodedata.normalize("NFKC", text).casefold()
+    folded = _NT_RE.sub(" not", folded)  # "didn't" and "did not" are the same question
     return " ".join(TOKEN_RE.findall(folded))
 
 
-def cache_key(text: str, k: int, as_of: str | None, settings: Any) -> str:
-    """The cache key of a query: its normal form plus everything else that shapes the answer."""
-    raw = json.dumps([normalize_query(text), k, as_of, settings], sort_keys=True, default=str)
+def _guards(text: str) -> frozenset[str]:
+    """Tokens that make a question a different question: numbers, ids, names, negation, quotes."""
+    nfkc = unicodedata.normalize("NFKC", text)
+    out: set[str] = set()
+    raw_tokens = TOKEN_RE.findall(nfkc)
+    for i, tok in enumerate(raw_tokens):
+        if any(ch.isdigit() for ch in tok):
+            out.add(tok.casefold())
+        elif i > 0 and tok[:1].isupper():
+            out.add(tok.casefold())  # a capitalised word inside the question: a name
+        elif any(ch.isupper() for ch in tok[1:]):
+            out.add(tok.casefold())  # "iPhone", "getUserName", "HTTP"
+    if _NEGATION_RE.search(nfkc.casefold()):
+        out.add("<not>")
+    out.update("<q>" + q.casefold().strip() for q in _QUOTED_RE.findall(nfkc))
+    return frozenset(out)
+
+
+def _sketch(words: Sequence[str]) -> np.ndarray:
+    vec = np.zeros(_SKETCH_DIM, dtype=np.float32)
+    for w in words:
+        padded = f"#{w}#"
+        for i in range(max(1, len(padded) - 2)):
+            vec[zlib.crc32(padded[i : i + 3].encode()) % _SKETCH_DIM] += 1.0
+    norm = float(np.linalg.norm(vec))
+    return vec / norm if norm else vec
+
+
+def _hash(*parts: Any) -> str:
+    raw = json.dumps(parts, sort_keys=True, default=str, ensure_ascii=False)
     return hashlib.blake2b(raw.encode(), digest_size=16).hexdigest()
+
+
+@dataclass(frozen=True)
+class QueryKey:
+    """Everything the cache needs to know about one question (see :func:`make_key`)."""
+
+    text: str
+    exact: str
+    bag: str
+    scope: str
+    guards: frozenset[str]
+    words: tuple[str, ...]  # content words, in order
+
+    def sketch(self) -> np.ndarray:
+        return _sketch(self.words)
+
+
+def make_key(text: str, k: int, as_of: str | None, settings: Any) -> QueryKey:
+    """The keys of a question: exact, bag-of-words, and its scope (k, as_of, settings)."""
+    norm = normalize_query(text)
+    words = tuple(w for w in norm.split() if w not in _FILLER)
+    scope = _hash(k, as_of, settings)
+    return QueryKey(
+        text=text,
+        exact=_hash(scope, norm),
+        bag=_hash(scope, sorted(words), sorted(_guards(text))),
+        scope=scope,
+        guards=_guards(text),
+        words=words,
+    )
+
+
+def cache_key(text: str, k: int, as_of: str | None, settings: Any) -> str:
+    """The exact cache key of a question."""
+    return make_key(text, k, as_of, settings).exact
+
+
+def _close_words(a: str, b: str) -> bool:
+    if a == b:
+        return True
+    if min(len(a), len(b)) < 5 or abs(len(a) - len(b)) > 1:
+        return False  # short words must match exactly: "is"/"was", "cat"/"car"
+    if any(ch.isdigit() for ch in a + b):
+        return False
+    return SequenceMatcher(None, a, b).ratio() >= 0.8  # one edit in a word of 5 or more
+
+
+def _same_words(a: Sequence[str], b: Sequence[str]) -> bool:
+    """Every word of each question equals, or is one typo away from, a word of the other."""
+    return all(any(_close_words(x, y) for y in b) for x in a) and all(
+        any(_close_words(y, x) for x in a) for y in b
+    )
+
+
+def chunk_hashes(ids: Iterable[str]) -> np.ndarray:
+    """Sorted 64-bit hashes of passage ids (a compact set for dependency checks)."""
+    out = np.fromiter(
+        (
+            int.from_bytes(
+                hashlib.blake2b(i.encode(), digest_size=8).digest(), "little", signed=True
+            )
+            for i in ids
+        ),
+        dtype=np.int64,
+    )
+    return np.unique(out)
+
+
+@dataclass(frozen=True)
+class Deps:
+    """What an answer depends on.
+
+    Args:
+        docs: Ids of the documents the hits came from.
+        qvec: The question's query vector (None when no dense retrieval ran).
+        dense_floor: The lowest dense score in the candidate list (``-inf`` when the list was
+            shorter than its depth, so any new passage could enter it).
+        bm25_floor: The same for BM25 (0 when the list was short).
+        cands: :func:`chunk_hashes` of every passage in either candidate list.
+    """
+
+    docs: frozenset[str] = frozenset()
+    qvec: np.ndarray | None = None
+    dense_floor: float = float("-inf")
+    bm25_floor: float = 0.0
+    cands: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+
+class EntryView(NamedTuple):
+    """One cache entry as seen by the code deciding what a content change invalidates."""
+
+    key: str
+    text: str
+    deps: Deps
+    tier: str
+    confidence: float
 
 
 @dataclass
 class _Entry:
-    hits: tuple[Hit, ...]
+    key: str
+    bag: str
+    scope: str
+    text: str
+    guards: frozenset[str]
+    words: tuple[str, ...]
+    deps: Deps
     confidence: float
+    tier: str
     created: float
     freq: int
+    hits: tuple[Hit, ...] | None = None  # None: not in the hot set, read from SQLite
+    row: int = -1  # its row in the sketch matrix
+
+
+@dataclass(frozen=True)
+class Cached:
+    """A cache answer: the hits, the tier that first produced them, and how the key matched."""
+
+    hits: tuple[Hit, ...]
+    confidence: float
+    tier: str
+    match: str  # "exact" | "bag" | "fuzzy"
+
+
+@dataclass
+class _Sketches:
+    keys: list[str | None] = field(default_factory=list)
+    mat: np.ndarray = field(default_factory=lambda: np.zeros((64, _SKETCH_DIM), np.float32))
+    free: list[int] = field(default_factory=list)
+
+    def add(self, key: str, vec: np.ndarray) -> int:
+        if self.free:
+            row = self.free.pop()
+            self.keys[row] = key
+        else:
+            row = len(self.keys)
+            self.keys.append(key)
+            if row >= len(self.mat):
+                self.mat = np.concatenate([self.mat, np.zeros_like(self.mat)])
+        self.mat[row] = vec
+        return row
+
+    def remove(self, row: int) -> None:
+        if 0 <= row < len(self.keys) and self.keys[row] is not None:
+            self.keys[row] = None
+            self.mat[row] = 0.0
+            self.free.append(row)
+
+    def near(self, vec: np.ndarray, floor: float) -> list[str]:
+        n = len(self.keys)
+        if not n:
+            return []
+        sims = self.mat[:n] @ vec
+        rows = np.flatnonzero(sims >= floor)
+        rows = rows[np.argsort(-sims[rows])]
+        return [k for k in (self.keys[r] for r in rows[:16]) if k is not None]
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS l1_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS l1 (
+    key TEXT PRIMARY KEY, bag TEXT NOT NULL, scope TEXT NOT NULL, query TEXT NOT NULL,
+    docs TEXT NOT NULL, qvec BLOB, dense_floor REAL NOT NULL, bm25_floor REAL NOT NULL,
+    cands BLOB NOT NULL,
+    confidence REAL NOT NULL, tier TEXT NOT NULL, created REAL NOT NULL, freq INTEGER NOT NULL,
+    hits TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS l1_created ON l1(created);
+CREATE TABLE IF NOT EXISTS l1_docs (doc_id TEXT NOT NULL, key TEXT NOT NULL,
+    PRIMARY KEY (doc_id, key)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS l1_docs_key ON l1_docs(key);
+"""
+_COLUMNS = (
+    "key, bag, scope, query, docs, qvec, dense_floor, bm25_floor, cands, confidence, tier, "
+    "created, freq"
+)
 
 
 def _hit_to_json(h: Hit) -> dict[str, Any]:
@@ -77,98 +315,334 @@ def _hit_from_json(d: dict[str, Any]) -> Hit:
 
 
 class L1Cache:
-    """Exact-key query cache with a memory hot set over a durable SQLite table.
+    """Query cache: a memory hot set over a durable SQLite table shared by every process.
 
     Args:
         path: The SQLite file (its own file, so cache writes never contend with the archive).
         capacity: Most entries kept; past it, the least frequently used tenth is evicted.
         ttl_s: Seconds an entry stays valid.
+        hot: Most entries whose hits are held in memory.
+        fuzzy: Whether near-duplicate (typo-level) matching is on.
     """
 
-    def __init__(self, path: Path, capacity: int = 10_000, ttl_s: float = 86_400.0) -> None:
+    def __init__(
+        self,
+        path: Path,
+        capacity: int = 10_000,
+        ttl_s: float = 86_400.0,
+        hot: int = 2_000,
+        fuzzy: bool = True,
+    ) -> None:
         self.capacity = capacity
         self.ttl_s = ttl_s
-        self.db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self.hot = max(1, min(hot, capacity))
+        self.fuzzy = fuzzy
+        self.db = sqlite3.connect(
+            str(path), check_same_thread=False, isolation_level=None, timeout=30.0
+        )
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.executescript(
-            "CREATE TABLE IF NOT EXISTS l1_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);"
-            "CREATE TABLE IF NOT EXISTS l1 (key TEXT PRIMARY KEY, generation INTEGER NOT NULL,"
-            " created REAL NOT NULL, freq INTEGER NOT NULL, confidence REAL NOT NULL,"
-            " hits TEXT NOT NULL);"
-        )
-        row = self.db.execute("SELECT value FROM l1_meta WHERE key='generation'").fetchone()
-        self.generation = int(row[0]) if row else 0
-        self._mem: dict[str, _Entry] = {}
-        self.hits = self.misses = self.evictions = 0
+        cols = {r[1] for r in self.db.execute("PRAGMA table_info(l1)")}
+        if cols and "cands" not in cols:  # a cache written by an older release: start over
+            self.db.executescript("DROP TABLE l1; DELETE FROM l1_meta;")
+        self.db.executescript(_SCHEMA)
+        self.hits = self.misses = self.evictions = self.invalidated = 0
+        self.matches = {"exact": 0, "bag": 0, "fuzzy": 0}
+        self._load_all()
 
-    def get(self, key: str) -> tuple[tuple[Hit, ...], float] | None:
-        """The cached ``(hits, confidence)`` for a key, or None on a miss or an expired entry."""
-        entry = self._mem.get(key)
+    # -- loading and cross-process sync -------------------------------------------------------
+    def _read_commit(self) -> int:
+        row = self.db.execute("SELECT value FROM l1_meta WHERE key='commit'").fetchone()
+        return int(row[0]) if row else 0
+
+    def _load_all(self) -> None:
+        self._entries: dict[str, _Entry] = {}
+        self._bags: dict[str, str] = {}
+        self._sk = _Sketches()
+        self._max_rowid = 0
+        self.commit = self._read_commit()
+        self._load_rows("SELECT rowid, " + _COLUMNS + " FROM l1", ())
+        self._data_version = self.db.execute("PRAGMA data_version").fetchone()[0]
+
+    def _load_rows(self, sql: str, args: tuple[Any, ...]) -> None:
+        for row in self.db.execute(sql, args):
+            rowid, key, bag, scope, text, docs, qvec, dfl, bfl, cands, conf, tier, created, freq = (
+                row
+            )
+            self._max_rowid = max(self._max_rowid, rowid)
+            deps = Deps(
+                frozenset(json.loads(docs)),
+                None if qvec is None else np.frombuffer(qvec, dtype=np.float32),
+                dfl,
+                bfl,
+                np.frombuffer(cands, dtype=np.int64),
+            )
+            self._index(
+                _Entry(key, bag, scope, text, _guards(text), (), deps, conf, tier, created, freq)
+            )
+
+    def _index(self, e: _Entry) -> None:
+        old = self._entries.get(e.key)
+        if old is not None:
+            self._unindex(old)
+        if not e.words:
+            e.words = tuple(w for w in normalize_query(e.text).split() if w not in _FILLER)
+        self._entries[e.key] = e
+        self._bags[e.bag] = e.key
+        if self.fuzzy:
+            e.row = self._sk.add(e.key, _sketch(e.words))
+
+    def _unindex(self, e: _Entry) -> None:
+        self._entries.pop(e.key, None)
+        if self._bags.get(e.bag) == e.key:
+            del self._bags[e.bag]
+        self._sk.remove(e.row)
+
+    def sync(self) -> None:
+        """Catch up with other processes: reload after their invalidations, add their entries."""
+        version = self.db.execute("PRAGMA data_version").fetchone()[0]
+        if version == self._data_version:
+            return
+        self._data_version = version
+        if self._read_commit() != self.commit:
+            self._load_all()  # another process invalidated: drop everything held in memory
+        else:
+            self._load_rows(
+                "SELECT rowid, " + _COLUMNS + " FROM l1 WHERE rowid > ?", (self._max_rowid,)
+            )
+
+    # -- lookup -------------------------------------------------------------------------------
+    def get(self, qk: QueryKey) -> Cached | None:
+        """The cached answer for a question, or None."""
+        self.sync()
+        match = "exact"
+        entry = self._entries.get(qk.exact)
         if entry is None:
-            row = self.db.execute(
-                "SELECT created, freq, confidence, hits FROM l1 WHERE key=? AND generation=?",
-                (key, self.generation),
-            ).fetchone()
-            if row is not None:
-                hits = tuple(_hit_from_json(d) for d in json.loads(row[3]))
-                entry = self._mem[key] = _Entry(hits, row[2], row[0], row[1])
-        if entry is None or time.time() - entry.created > self.ttl_s:
-            if entry is not None:
-                self._drop(key)
+            match = "bag"
+            key = self._bags.get(qk.bag)
+            entry = self._entries.get(key) if key is not None else None
+            if entry is not None and entry.scope != qk.scope:
+                entry = None
+        if entry is None and self.fuzzy and qk.words:
+            match = "fuzzy"
+            entry = self._fuzzy(qk)
+        if entry is None:
+            self.misses += 1
+            return None
+        if time.time() - entry.created > self.ttl_s:
+            self._drop([entry.key])
+            self.misses += 1
+            return None
+        hits = entry.hits if entry.hits is not None else self._load_hits(entry)
+        if hits is None:
             self.misses += 1
             return None
         entry.freq += 1
         self.hits += 1
-        return entry.hits, entry.confidence
+        self.matches[match] += 1
+        return Cached(hits, entry.confidence, entry.tier, match)
 
-    def put(self, key: str, hits: Sequence[Hit], confidence: float) -> None:
-        """Store an answer under a key (replacing any older one)."""
-        entry = _Entry(tuple(hits), confidence, time.time(), 1)
-        self._mem[key] = entry
-        self.db.execute(
-            "INSERT OR REPLACE INTO l1 VALUES (?, ?, ?, ?, ?, ?)",
-            (
-                key,
-                self.generation,
-                entry.created,
-                1,
-                confidence,
-                json.dumps([_hit_to_json(h) for h in hits], ensure_ascii=False),
-            ),
+    def _fuzzy(self, qk: QueryKey) -> _Entry | None:
+        for key in self._sk.near(qk.sketch(), _FUZZY_SKETCH_MIN):
+            e = self._entries.get(key)
+            if (
+                e is not None
+                and e.scope == qk.scope
+                and e.guards == qk.guards
+                and _same_words(e.words, qk.words)
+            ):
+                return e
+        return None
+
+    def _load_hits(self, entry: _Entry) -> tuple[Hit, ...] | None:
+        row = self.db.execute("SELECT hits FROM l1 WHERE key=?", (entry.key,)).fetchone()
+        if row is None:  # evicted by another process
+            self._unindex(entry)
+            return None
+        entry.hits = tuple(_hit_from_json(d) for d in json.loads(row[0]))
+        hot = [e for e in self._entries.values() if e.hits is not None]
+        if len(hot) > self.hot:  # keep the most used in memory; the rest stay in SQLite
+            hot.sort(key=lambda e: (e.freq, e.created))
+            for e in hot[: len(hot) - self.hot + max(1, self.hot // 10)]:
+                if e is not entry:
+                    e.hits = None
+        return entry.hits
+
+    # -- writing ------------------------------------------------------------------------------
+    def put(
+        self,
+        qk: QueryKey,
+        hits: Sequence[Hit],
+        confidence: float,
+        tier: str,
+        deps: Deps,
+        commit: int,
+    ) -> bool:
+        """Store an answer computed at store commit ``commit``.
+
+        Returns:
+            False if the store changed since (the answer may be stale and is not kept).
+        """
+        entry = _Entry(
+            qk.exact,
+            qk.bag,
+            qk.scope,
+            qk.text,
+            qk.guards,
+            qk.words,
+            deps,
+            confidence,
+            tier,
+            time.time(),
+            1,
+            tuple(hits),
         )
-        if len(self._mem) > self.capacity:
+        qvec = None if deps.qvec is None else np.asarray(deps.qvec, np.float32).tobytes()
+        with self._transaction():
+            if self._read_commit() != commit:
+                return False
+            self.db.execute("DELETE FROM l1_docs WHERE key=?", (entry.key,))
+            self.db.execute(
+                "INSERT OR REPLACE INTO l1 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    entry.key,
+                    entry.bag,
+                    entry.scope,
+                    entry.text,
+                    json.dumps(sorted(deps.docs)),
+                    qvec,
+                    deps.dense_floor,
+                    deps.bm25_floor,
+                    np.asarray(deps.cands, np.int64).tobytes(),
+                    confidence,
+                    tier,
+                    entry.created,
+                    1,
+                    json.dumps([_hit_to_json(h) for h in hits], ensure_ascii=False),
+                ),
+            )
+            self.db.executemany(
+                "INSERT OR IGNORE INTO l1_docs VALUES (?, ?)", [(d, entry.key) for d in deps.docs]
+            )
+            rowid = self.db.execute("SELECT rowid FROM l1 WHERE key=?", (entry.key,)).fetchone()
+        self._max_rowid = max(self._max_rowid, rowid[0])
+        self._index(entry)
+        self._data_version = self.db.execute("PRAGMA data_version").fetchone()[0]
+        if len(self._entries) > self.capacity:
             self._evict()
+        return True
 
     def _evict(self) -> None:
         # LFU with aging: the least used tenth goes (oldest first among equals), and every
         # surviving count halves so that yesterday's favourites do not stay forever
-        victims = sorted(self._mem, key=lambda k: (self._mem[k].freq, self._mem[k].created))
-        for key in victims[: max(1, len(self._mem) // 10)]:
-            self._drop(key)
-            self.evictions += 1
-        for entry in self._mem.values():
-            entry.freq = max(1, entry.freq // 2)
+        victims = sorted(self._entries.values(), key=lambda e: (e.freq, e.created))
+        n = max(1, len(self._entries) // 10)
+        self._drop([e.key for e in victims[:n]])
+        self.evictions += n
+        for e in self._entries.values():
+            e.freq = max(1, e.freq // 2)
 
-    def _drop(self, key: str) -> None:
-        self._mem.pop(key, None)
-        self.db.execute("DELETE FROM l1 WHERE key=?", (key,))
+    def _drop(self, keys: Iterable[str]) -> None:
+        keys = list(keys)
+        for key in keys:
+            e = self._entries.get(key)
+            if e is not None:
+                self._unindex(e)
+        with self._transaction():
+            for i in range(0, len(keys), 500):
+                part = keys[i : i + 500]
+                marks = ",".join("?" * len(part))
+                self.db.execute(f"DELETE FROM l1 WHERE key IN ({marks})", part)
+                self.db.execute(f"DELETE FROM l1_docs WHERE key IN ({marks})", part)
 
-    def invalidate_all(self) -> None:
-        """Forget every answer: called whenever the store's content changes."""
-        self.generation += 1
-        self.db.execute(
-            "INSERT OR REPLACE INTO l1_meta VALUES ('generation', ?)", (self.generation,)
-        )
-        self.db.execute("DELETE FROM l1 WHERE generation < ?", (self.generation,))
-        self._mem.clear()
+    # -- invalidation -------------------------------------------------------------------------
+    def entries(self) -> list[EntryView]:
+        """Every entry, for the caller to decide what a content change invalidates."""
+        self.sync()
+        return [
+            EntryView(e.key, e.text, e.deps, e.tier, e.confidence) for e in self._entries.values()
+        ]
 
+    def keys_for_docs(self, doc_ids: Iterable[str]) -> set[str]:
+        """Keys of entries with a hit from any of these documents."""
+        ids = list(doc_ids)
+        out: set[str] = set()
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            sql = f"SELECT key FROM l1_docs WHERE doc_id IN ({','.join('?' * len(part))})"
+            out.update(r[0] for r in self.db.execute(sql, part))
+        return out
+
+    def invalidate(self, keys: Iterable[str] | None, commit: int) -> int:
+        """Drop these entries (all of them when ``keys`` is None) and record the new commit.
+
+        Returns:
+            How many entries were dropped.
+        """
+        with self._transaction():
+            if keys is None:
+                n = self.db.execute("SELECT COUNT(*) FROM l1").fetchone()[0]
+                self.db.execute("DELETE FROM l1")
+                self.db.execute("DELETE FROM l1_docs")
+            else:
+                keys = list(keys)
+                n = len(keys)
+                for i in range(0, len(keys), 500):
+                    part = keys[i : i + 500]
+                    marks = ",".join("?" * len(part))
+                    self.db.execute(f"DELETE FROM l1 WHERE key IN ({marks})", part)
+                    self.db.execute(f"DELETE FROM l1_docs WHERE key IN ({marks})", part)
+            self.db.execute("INSERT OR REPLACE INTO l1_meta VALUES ('commit', ?)", (commit,))
+        if keys is None:
+            self._load_all()
+        else:
+            for key in keys:
+                e = self._entries.get(key)
+                if e is not None:
+                    self._unindex(e)
+            self.commit = commit
+            self._data_version = self.db.execute("PRAGMA data_version").fetchone()[0]
+        self.invalidated += n
+        return n
+
+    def invalidate_all(self, commit: int) -> int:
+        """Forget every answer (a bulk change)."""
+        return self.invalidate(None, commit)
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    # -- state --------------------------------------------------------------------------------
     def __len__(self) -> int:
-        return len(self._mem)
+        return len(self._entries)
+
+    def stats(self) -> dict[str, Any]:
+        """Entries, hot set, hits and misses (with how keys matched), evictions, invalidations."""
+        total = self.hits + self.misses
+        return {
+            "entries": len(self._entries),
+            "hot": sum(1 for e in self._entries.values() if e.hits is not None),
+            "capacity": self.capacity,
+            "hits": self.hits,
+            "misses": self.misses,
+            "hit_rate": round(self.hits / total, 4) if total else 0.0,
+            "matches": dict(self.matches),
+            "evictions": self.evictions,
+            "invalidated": self.invalidated,
+            "commit": self.commit,
+        }
 
     def close(self) -> None:
         """Persist entry frequencies and close the database."""
-        self.db.executemany(
-            "UPDATE l1 SET freq=? WHERE key=?", [(e.freq, k) for k, e in self._mem.items()]
-        )
+        with contextlib.suppress(sqlite3.Error):
+            self.db.executemany(
+                "UPDATE l1 SET freq=? WHERE key=?", [(e.freq, k) for k, e in self._entries.items()]
+            )
         self.db.close()

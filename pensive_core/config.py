@@ -109,11 +109,21 @@ class FusionConfig(_Section):
 
 
 class RouterConfig(_Section):
-    """Tier routing. The L1 cache is off until the router benchmark has measured it."""
+    """Tier routing: the L1 hot cache in front of L2, and when to escalate to the L3 archive."""
 
-    l1: bool = False  # exact-key hot cache in front of L2
-    l1_capacity: int = Field(10_000, ge=1)
+    l1: bool = False  # the hot cache in front of L2
+    l1_capacity: int = Field(10_000, ge=1)  # entries kept in SQLite
+    l1_hot: int = Field(2_000, ge=1)  # entries whose answers are also held in memory
     l1_ttl_s: float = Field(86_400.0, gt=0)
+    l1_fuzzy: bool = True  # near-duplicate (typo-level) matches after the exact and bag keys
+    # a commit changing more than this share of the passages empties L1 instead of checking each
+    # entry (corpus statistics moved for every question)
+    l1_bulk_fraction: float = Field(0.05, gt=0, le=1)
+    # escalate to the archive when the question asks for an identifier, figure or quote that the
+    # top passages do not contain
+    l3_exact: bool = True
+    # ... and when the L2 confidence is below this (0: never for confidence alone)
+    l3_below: float = Field(0.0, ge=0, le=1)
 
 
 class PensiveConfig(_Section):

@@ -6,7 +6,7 @@ import logging
 import os
 import threading
 import time
-from collections import deque
+import unicodedata
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from .archive import Archive, metadata_json
+from .archive import ARCHIVE_ONLY, INDEXED, Archive, metadata_json
 from .backends.base import VectorBackend
 from .backends.registry import create_backend
-from .cache import L1Cache, cache_key
+from .cache import Deps, EntryView, L1Cache, QueryKey, chunk_hashes, make_key
 from .chunking import chunk_text, content_hash
 from .config import STRUCTURAL_KEYS, PensiveConfig, get_key, load_config
 from .embedders.base import Embedder
@@ -25,8 +25,10 @@ from .embedders.registry import create_embedder
 from .errors import ConfigError, InputError, NotFoundError, PensiveError
 from .fusion import Fused, fuse
 from .loaders import iter_files, load_file
+from .router import RouterStats, confidence, exact_needles, fts_all, fts_any, missing_needles
 from .sparse.bm25 import BM25Index
 from .timeutil import ensure_utc, to_iso
+from .tokenize import Tokenizer
 from .types import Chunk, Document, Hit, IngestReport, QueryResult
 
 __all__ = ["Pensive"]
@@ -46,10 +48,16 @@ class Pensive:
         config: A dict shaped like ``pensive.toml``, a path to such a file, or None for the
             defaults. On an existing store, it overrides the saved config except for the keys the
             index depends on (embedder, backend, chunking, tokenisation), which must match.
+        read_only: Open an existing store to read while another process writes to it. A
+            read-only store sees each commit of the writer at its next query; ingest and delete
+            raise. One writer and any number of readers may have a store open at once.
 
     Raises:
         ConfigError: On an unknown key or a value that contradicts how the store was built.
         SchemaVersionError: If the store was written by an incompatible version.
+        PensiveError: If another process (or another ``Pensive`` object) has the store open
+            for writing.
+        NotFoundError: If ``read_only`` and there is no store at ``path``.
 
     Example:
         >>> with Pensive("./pensive-data") as p:          # doctest: +SKIP
@@ -58,43 +66,96 @@ class Pensive:
         'a'
     """
 
-    def __init__(self, path: str | os.PathLike[str], config: Any = None) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], config: Any = None, *, read_only: bool = False
+    ) -> None:
         self.path = Path(path).expanduser()
+        self.read_only = bool(read_only)
+        self._closed = True  # until everything below has opened
         if self.path.exists() and not self.path.is_dir():
             raise InputError(f"store path {self.path} exists and is not a folder")
+        if self.read_only and not (self.path / "pensive.sqlite").is_file():
+            raise NotFoundError(f"no Pensive store at {self.path} to open read-only")
         self.path.mkdir(parents=True, exist_ok=True)
+        self._writer_lock = None if self.read_only else _lock_writer(self.path)
         self._lock = threading.RLock()
-        self._archive = Archive(self.path / "pensive.sqlite")
         self._embedder: Embedder | None = None
         self._backend: VectorBackend | None = None
         self._l1: L1Cache | None = None
         self._changed = False  # content changed since the last commit
-        self._latency: dict[str, deque[float]] = {}
-        self._closed = False
+        self._reset_changes()
+        self.l3_counts = {"exact": 0, "low_confidence": 0, "found": 0}
+        try:
+            self._archive = Archive(self.path / "pensive.sqlite")
+        except BaseException:
+            _unlock(self._writer_lock)
+            raise
         try:
             saved = self._archive.get_meta("config")
             self.config: PensiveConfig = load_config(config, base=saved)
             if saved is not None:
                 self._check_structural(saved)
-            else:
+            elif not self.read_only:
                 self._archive.set_meta("config", self.config.model_dump())
-            self._bm25 = BM25Index(self.path / "bm25", self.config.bm25)
-            dim = self._archive.get_meta("dim")
-            if dim is not None:
-                self._open_backend(int(dim))
+            self._words = Tokenizer(stemmer="", stopwords=self.config.bm25.stopwords)
+            self._commit_no = self._archive.commit_number()
+            self._data_version = self._archive.data_version()
+            self._load_indexes()
+            self._stats = RouterStats(self._archive.db)
             if self.config.router.l1:
+                r = self.config.router
                 self._l1 = L1Cache(
-                    self.path / "l1.sqlite",
-                    self.config.router.l1_capacity,
-                    self.config.router.l1_ttl_s,
+                    self.path / "l1.sqlite", r.l1_capacity, r.l1_ttl_s, r.l1_hot, r.l1_fuzzy
                 )
-            self._recover()
+                if self._l1.commit != self._commit_no and not self.read_only:
+                    # written before changes made with the cache off: nothing in it can be trusted
+                    self._l1.invalidate_all(self._commit_no)
+            self._closed = False
+            if not self.read_only:
+                self._recover()
         except BaseException:
             self._closed = True  # nothing half-open is left behind
             self._archive.close()
             if self._l1 is not None:
                 self._l1.close()
+            _unlock(self._writer_lock)
             raise
+
+    def _load_indexes(self) -> None:
+        # A reader may race the writer replacing index files: each load reads a manifest and
+        # the files it names, and a file removed in between means a newer manifest exists.
+        for attempt in range(50):
+            try:
+                self._bm25 = BM25Index(self.path / "bm25", self.config.bm25)
+                self._backend = None
+                dim = self._archive.get_meta("dim")
+                if dim is not None:
+                    self._open_backend(int(dim))
+                return
+            except (FileNotFoundError, ValueError, OSError):
+                if not self.read_only or attempt == 49:
+                    raise
+                time.sleep(0.02)
+
+    def _refresh(self) -> None:
+        """Readers: reload the indexes when the writer has committed since the last query."""
+        if not self.read_only:
+            return
+        version = self._archive.data_version()
+        if version == self._data_version:
+            return
+        self._data_version = version
+        commit = self._archive.commit_number()
+        if commit != self._commit_no:
+            self._load_indexes()
+            self._commit_no = commit
+
+    def _reset_changes(self) -> None:
+        self._chg_docs: set[str] = set()  # documents replaced or deleted
+        self._chg_removed: list[str] = []  # passages taken out of the indexes
+        self._chg_added: list[str] = []  # passages put into the indexes
+        self._chg_vectors: list[np.ndarray] = []  # their vectors
+        self._chg_texts: list[str] = []  # texts of documents written (indexed or archive-only)
 
     # -- setup --------------------------------------------------------------------------------
     def _check_structural(self, saved: Mapping[str, Any]) -> None:
@@ -132,20 +193,34 @@ class Pensive:
             name = self.config.backend.name
             options = getattr(self.config.backend, name, None)
             self._backend = create_backend(name, self.path / "vectors", dim, options)
-            self._archive.set_meta("backend", name)
+            if not self.read_only:
+                self._archive.set_meta("backend", name)
         return self._backend
 
     def _check_open(self) -> None:
         if self._closed:
             raise PensiveError(f"this Pensive store ({self.path}) is closed")
 
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self.read_only:
+            raise PensiveError(
+                f"this Pensive store ({self.path}) is open read-only; open it without "
+                "read_only=True (in one process at a time) to change it"
+            )
+
     # -- ingest -------------------------------------------------------------------------------
-    def ingest(self, documents: Iterable[Document], *, progress: Any = None) -> IngestReport:
+    def ingest(
+        self, documents: Iterable[Document], *, progress: Any = None, archive_only: bool = False
+    ) -> IngestReport:
         """Index documents; an id already stored is replaced, re-embedding only changed passages.
 
         Args:
             documents: :class:`Document` objects (any iterable; streamed in batches).
             progress: Optional callable ``(n_documents_done) -> None`` for progress display.
+            archive_only: Keep these documents in the L3 archive only: not embedded, not in
+                BM25, found by the router's archive search (exact identifiers and phrases,
+                whole-document BM25) and by :meth:`get`. For cold material too large to embed.
 
         Returns:
             What was added, updated, skipped, embedded and reused.
@@ -153,7 +228,7 @@ class Pensive:
         Raises:
             InputError: If an item is not a Document.
         """
-        self._check_open()
+        self._check_writable()
         if isinstance(documents, Document):
             documents = [documents]
         t0 = time.perf_counter()
@@ -176,13 +251,13 @@ class Pensive:
                     )
                 batch[doc.id] = doc  # the same id twice in one call: the last one wins
                 if len(batch) >= _INGEST_BATCH:
-                    self._ingest_batch(list(batch.values()), counts)
+                    self._ingest_batch(list(batch.values()), counts, archive_only)
                     done += len(batch)
                     batch = {}
                     if progress:
                         progress(done)
             if batch:
-                self._ingest_batch(list(batch.values()), counts)
+                self._ingest_batch(list(batch.values()), counts, archive_only)
                 done += len(batch)
                 if progress:
                     progress(done)
@@ -197,7 +272,9 @@ class Pensive:
             seconds=time.perf_counter() - t0,
         )
 
-    def _ingest_batch(self, docs: list[Document], counts: dict[str, int]) -> None:
+    def _ingest_batch(
+        self, docs: list[Document], counts: dict[str, int], archive_only: bool = False
+    ) -> None:
         embedder = self._get_embedder()
         backend = self._open_backend(embedder.dim)
         window = self.config.chunking.target_tokens or embedder.max_tokens
@@ -208,12 +285,13 @@ class Pensive:
         for doc in docs:
             doc_hash = content_hash(doc.text)
             old = self._archive.fingerprint(doc.id)
-            if old == (doc_hash, metadata_json(doc.metadata), to_iso(doc.timestamp), True):
+            want = ARCHIVE_ONLY if archive_only else INDEXED
+            if old == (doc_hash, metadata_json(doc.metadata), to_iso(doc.timestamp), want):
                 counts["unchanged"] += 1
                 continue
-            # an interrupted ingest leaves indexed=False: then nothing stored can be trusted as
+            # an interrupted ingest leaves indexed=0: then nothing stored can be trusted as
             # already embedded, and every passage is indexed again (upserts replace)
-            trusted = bool(old and old[3])
+            trusted = bool(old and old[3] == INDEXED)
             chunks = chunk_text(
                 doc.id,
                 doc.text,
@@ -222,8 +300,8 @@ class Pensive:
                 min_tokens=self.config.chunking.min_tokens,
             )
             old_ids = set(self._archive.chunk_ids(doc.id)) if old else set()
-            new_ids = {c.id for c in chunks}
-            for c in chunks:
+            new_ids = set() if archive_only else {c.id for c in chunks}
+            for c in [] if archive_only else chunks:
                 if trusted and c.id in old_ids and c.id in self._bm25:
                     counts["reused"] += 1
                 else:
@@ -231,18 +309,24 @@ class Pensive:
             to_delete.extend(old_ids - new_ids)
             counts["updated" if old else "added"] += 1
             plans.append((doc, doc_hash, chunks))
+            if old:
+                self._chg_docs.add(doc.id)
+            self._chg_texts.append(doc.text)
         if to_embed:
             vectors = embedder.embed([c.text for c in to_embed])
             backend.upsert([c.id for c in to_embed], vectors)
             for c in to_embed:
                 self._bm25.add(c.id, c.text)
             counts["embedded"] += len(to_embed)
+            self._chg_added.extend(c.id for c in to_embed)
+            self._chg_vectors.append(np.asarray(vectors, dtype=np.float32))
         if to_delete:
             backend.delete(to_delete)
             self._bm25.delete(to_delete)
             counts["deleted"] += len(to_delete)
+            self._chg_removed.extend(to_delete)
         if plans:
-            self._archive.write(plans)
+            self._archive.write(plans, archive_only=archive_only)
         if plans or to_delete:
             self._changed = True
 
@@ -254,10 +338,66 @@ class Pensive:
         self._bm25.commit()
         if self._backend is not None:
             self._backend.persist()
-        self._archive.mark_indexed()
+        commit = self._archive.mark_indexed(self._changed)
         if self._l1 is not None and self._changed:
-            self._l1.invalidate_all()  # any content change may change any answer
+            self._invalidate_l1(commit)
+        self._commit_no = commit
         self._changed = False
+        self._reset_changes()
+
+    def _invalidate_l1(self, commit: int) -> None:
+        """Drop exactly the cached answers this commit could change (all, for a bulk change).
+
+        An answer can change when: a document it returned was replaced or deleted; a passage in
+        either of its candidate lists was removed; a new passage scores at or above the lowest
+        score in its dense or BM25 candidate list (so it would enter the list, and fusion would
+        see it); a new document contains an identifier, figure or quote the question asks for
+        (the archive search would find it); or it came from the archive or was escalated for low
+        confidence (archive searches depend on every document). A commit that changes more than
+        ``router.l1_bulk_fraction`` of the passages, or rebuilds BM25 segments (length norms of
+        old passages move), empties the cache.
+        """
+        assert self._l1 is not None
+        router = self.config.router
+        changed = len(self._chg_added) + len(self._chg_removed)
+        if self._bm25.rebuilt or changed > router.l1_bulk_fraction * max(1, self._bm25.n_live):
+            self._l1.invalidate_all(commit)
+            return
+        victims = self._l1.keys_for_docs(self._chg_docs)
+        entries = [e for e in self._l1.entries() if e.key not in victims]
+        victims.update(self._l1_affected(entries))
+        self._l1.invalidate(victims, commit)
+
+    def _l1_affected(self, entries: list[EntryView]) -> set[str]:
+        removed = chunk_hashes(self._chg_removed)
+        vectors = np.concatenate(self._chg_vectors) if self._chg_vectors else None
+        texts = [t.casefold() for t in self._chg_texts]
+        return {e.key for e in entries if self._could_change(e, removed, vectors, texts)}
+
+    def _could_change(
+        self, e: EntryView, removed: np.ndarray, vectors: np.ndarray | None, texts: list[str]
+    ) -> bool:
+        d = e.deps
+        if e.tier == "L3" or e.confidence < self.config.router.l3_below:
+            return True  # archive searches depend on every document
+        if len(removed) and np.isin(removed, d.cands).any():
+            return True  # a candidate it was fused from is gone
+        if texts and any(n in t for n in exact_needles(e.text) for t in texts):
+            return True  # a new document holds what it asks for verbatim
+        if not self._chg_added:
+            return False
+        # would a new passage enter either candidate list?
+        if d.dense_floor == float("-inf") and self._backend is not None:
+            return True  # the dense list was short: every new passage enters it
+        if (
+            vectors is not None
+            and d.qvec is not None
+            and len(vectors)
+            and float(np.max(vectors @ d.qvec)) >= d.dense_floor
+        ):
+            return True
+        scores = self._bm25.scores_for(e.text, self._chg_added)
+        return any(s > 0 and s >= d.bm25_floor for s in scores.values())
 
     def _recover(self) -> int:
         """Re-index documents an interrupted ingest left unconfirmed; returns how many."""
@@ -309,7 +449,13 @@ class Pensive:
 
     # -- query --------------------------------------------------------------------------------
     def query(self, text: str, k: int = 5, *, as_of: datetime | None = None) -> QueryResult:
-        """Hybrid retrieval: dense + BM25, fused.
+        """Answer a question through the tiers: L1 cache, L2 hybrid retrieval, L3 archive.
+
+        L1 serves a question asked before (or a variant: case, punctuation, word order, filler
+        words, a typo) whose answer no later ingest could have changed. L2 runs dense and BM25
+        retrieval and fuses them. L3 searches the whole archived documents when the question
+        asks for an identifier, figure or quote that no L2 passage contains (and, if configured,
+        when L2's confidence is low), and returns the matching passage with its neighbours.
 
         Args:
             text: The question.
@@ -333,39 +479,72 @@ class Pensive:
         cutoff = ensure_utc(as_of)
         timings: dict[str, float] = {}
         with self._lock:
-            key = None
-            if self._l1 is not None:
-                key = cache_key(text, k, to_iso(cutoff), self._query_settings())
-                cached = self._l1.get(key)
+            self._refresh()
+            qk: QueryKey | None = None
+            l1 = self._l1
+            if l1 is not None and l1.commit == self._commit_no:
+                qk = make_key(text, k, to_iso(cutoff), self._query_settings())
+                cached = l1.get(qk)
                 if cached is not None:
-                    hits = [_copy_hit(h) for h in cached[0]]  # callers may mutate metadata
-                    return self._record(QueryResult(hits, "L1", cached[1], _ms(t0), text, {}))
-            if self._bm25.n_live == 0 and (self._backend is None or self._backend.count() == 0):
-                return self._record(QueryResult([], "L2", 0.0, _ms(t0), text, {}))
-            fused, lists = self._retrieve(text, timings)
+                    hits = [_copy_hit(h) for h in cached.hits]  # callers may mutate metadata
+                    return self._record(QueryResult(hits, "L1", cached.confidence, _ms(t0), text))
+            fused: list[Fused] = []
+            lists: dict[str, list[tuple[str, float]]] = {}
+            qvec = None
+            if self._bm25.n_live or (self._backend is not None and self._backend.count()):
+                fused, lists, qvec = self._retrieve(text, timings)
             t = time.perf_counter()
             hits = self._hits(fused, k, cutoff)
             timings["fetch_ms"] = _ms(t)
-            confidence = _confidence(fused, lists)
-            if key is not None and self._l1 is not None:
-                self._l1.put(key, [_copy_hit(h) for h in hits], confidence)
-        return self._record(QueryResult(hits, "L2", confidence, _ms(t0), text, timings))
+            conf = confidence(fused, lists)
+            tier = "L2"
+            escalated = self._escalate(text, hits, conf, k, cutoff, timings)
+            if escalated is not None:
+                hits, conf = escalated
+                tier = "L3"
+            if qk is not None and l1 is not None:
+                deps = self._deps(hits, lists, qvec, tier)
+                l1.put(qk, [_copy_hit(h) for h in hits], conf, tier, deps, self._commit_no)
+        return self._record(QueryResult(hits, tier, conf, _ms(t0), text, timings))
 
     def _query_settings(self) -> dict[str, Any]:
         # everything besides the question that changes the answer belongs in the cache key
-        return {"fusion": self.config.fusion.model_dump(), "bm25": self.config.bm25.model_dump()}
+        r = self.config.router
+        return {
+            "fusion": self.config.fusion.model_dump(),
+            "bm25": self.config.bm25.model_dump(),
+            "l3": [r.l3_exact, r.l3_below],
+        }
+
+    def _deps(
+        self,
+        hits: list[Hit],
+        lists: Mapping[str, list[tuple[str, float]]],
+        qvec: np.ndarray | None,
+        tier: str,
+    ) -> Deps:
+        depth = self.config.fusion.depth
+        dense, bm25 = lists.get("dense", []), lists.get("bm25", [])
+        return Deps(
+            docs=frozenset(h.doc_id for h in hits),
+            qvec=None if qvec is None else np.asarray(qvec, dtype=np.float32),
+            dense_floor=dense[-1][1] if len(dense) >= depth else float("-inf"),
+            bm25_floor=bm25[-1][1] if len(bm25) >= depth else 0.0,
+            cands=chunk_hashes({i for lst in lists.values() for i, _ in lst}),
+        )
 
     def _record(self, res: QueryResult) -> QueryResult:
-        self._latency.setdefault(res.tier, deque(maxlen=10_000)).append(res.latency_ms)
+        self._stats.record(res.tier, res.latency_ms, res.confidence)
         return res
 
     def _retrieve(
         self, text: str, timings: dict[str, float]
-    ) -> tuple[list[Fused], dict[str, list[tuple[str, float]]]]:
+    ) -> tuple[list[Fused], dict[str, list[tuple[str, float]]], np.ndarray | None]:
         cfg = self.config.fusion
         depth = cfg.depth
         lists: dict[str, list[tuple[str, float]]] = {}
         weights = {name: cfg.weights.get(name, 1.0) for name in ("dense", "bm25")}
+        qvec = None
         if weights["dense"] > 0 and self._backend is not None:
             t = time.perf_counter()
             qvec = self._get_embedder().embed_query(text)
@@ -380,7 +559,89 @@ class Pensive:
         t = time.perf_counter()
         fused = fuse(cfg.method, lists, weights, cfg.k)
         timings["fusion_ms"] = _ms(t)
-        return fused, lists
+        return fused, lists, qvec
+
+    def _escalate(
+        self,
+        text: str,
+        hits: list[Hit],
+        conf: float,
+        k: int,
+        cutoff: datetime | None,
+        timings: dict[str, float],
+    ) -> tuple[list[Hit], float] | None:
+        """L3: search whole archived documents when L2 lacks what was asked or is unsure."""
+        router = self.config.router
+        missing = missing_needles(exact_needles(text), hits) if router.l3_exact else []
+        low = not hits or conf < router.l3_below
+        if not missing and not low:
+            return None
+        t = time.perf_counter()
+        words = self._words.tokenize(text)
+        if missing:
+            self.l3_counts["exact"] += 1
+            found = self._archive.search_documents(fts_all(missing), k)
+            if not found and len(missing) > 1:
+                found = self._archive.search_documents(fts_any(missing), k)
+        else:
+            self.l3_counts["low_confidence"] += 1
+            found = self._archive.search_documents(fts_any(words), k) if words else []
+        l3: list[Hit] = []
+        for rank, (doc_id, score) in enumerate(found, 1):
+            hit = self._archive_hit(doc_id, score, rank, missing, words, cutoff)
+            if hit is not None:
+                l3.append(hit)
+        timings["l3_ms"] = _ms(t)
+        if not l3:
+            return None
+        self.l3_counts["found"] += 1
+        l2 = {h.chunk_id: h for h in hits}
+        # a passage both tiers found keeps the archive's expanded text and both sets of ranks
+        l3 = [_with_sources(h, l2[h.chunk_id].sources) if h.chunk_id in l2 else h for h in l3]
+        if missing:
+            # what was asked for, verbatim, first; then the rest of L2's answer
+            seen = {h.chunk_id for h in l3}
+            merged = (l3 + [h for h in hits if h.chunk_id not in seen])[:k]
+            verified = not missing_needles(missing, l3[:1])
+            return merged, max(conf, 0.9 if verified else 0.6)
+        # low confidence: interleave by reciprocal rank; agreement on the top raises confidence
+        rrf: dict[str, float] = {}
+        by_id = {h.chunk_id: h for h in hits} | {h.chunk_id: h for h in l3}
+        for lst in (hits, l3):
+            for r, h in enumerate(lst, 1):
+                rrf[h.chunk_id] = rrf.get(h.chunk_id, 0.0) + 1.0 / (60 + r)
+        order = sorted(rrf, key=lambda c: -rrf[c])[:k]
+        agree = bool(hits) and hits[0].doc_id in {h.doc_id for h in l3[:3]}
+        return [by_id[c] for c in order], min(1.0, conf + 0.25) if agree else conf
+
+    def _archive_hit(
+        self,
+        doc_id: str,
+        score: float,
+        rank: int,
+        needles: list[str],
+        words: list[str],
+        cutoff: datetime | None,
+    ) -> Hit | None:
+        """The passage of an archived document that holds what was asked, with its neighbours."""
+        passages = self._archive.doc_chunks(doc_id)
+        if not passages:
+            return None
+        folded = [unicodedata.normalize("NFKC", t).casefold() for _, _, t in passages]
+
+        def fit(i: int) -> tuple[int, int]:
+            exact = sum(1 for n in needles if n in folded[i])
+            return exact, sum(1 for w in words if w in folded[i])
+
+        best = max(range(len(passages)), key=fit)
+        cid = passages[best][0]
+        row = self._archive.chunks([cid]).get(cid)
+        if row is None or (cutoff is not None and row.timestamp and row.timestamp > cutoff):
+            return None
+        doc = self._archive.document(doc_id)
+        spans = self._archive.neighbours(doc_id, row.ordinal, 1)
+        text = doc.text[spans[0][1] : spans[-1][2]] if doc is not None and spans else row.text
+        return Hit(doc_id, cid, text, score, row.metadata, row.timestamp, {"archive": rank})
 
     def _hits(self, fused: list[Fused], k: int, cutoff: datetime | None) -> list[Hit]:
         hits: list[Hit] = []
@@ -392,7 +653,7 @@ class Pensive:
             rows = self._archive.chunks(f.id for f in window)
             for f in window:
                 row = rows.get(f.id)
-                if row is None:
+                if row is None or row.archive_only:
                     continue  # indexed but not archived (an interrupted ingest): never shown
                 if cutoff is not None and row.timestamp is not None and row.timestamp > cutoff:
                     continue
@@ -457,12 +718,14 @@ class Pensive:
         Raises:
             NotFoundError: If no document has that id.
         """
-        self._check_open()
+        self._check_writable()
         with self._lock:
             if self._archive.fingerprint(doc_id) is None:
                 raise NotFoundError(f"no document with id {doc_id!r} in {self.path}")
             ids = self._archive.delete(doc_id)
             self._changed = True
+            self._chg_docs.add(doc_id)
+            self._chg_removed.extend(ids)
             if self._backend is not None:
                 self._backend.delete(ids)
             self._bm25.delete(ids)
@@ -470,12 +733,22 @@ class Pensive:
         return len(ids)
 
     def stats(self) -> dict[str, Any]:
-        """Counts and sizes: documents, passages, vectors, BM25 segments, bytes on disk."""
+        """Counts, sizes and routing figures.
+
+        Returns:
+            Documents, passages, vectors, BM25 terms and segments, bytes on disk; ``queries``:
+            per-tier counts, shares, latency percentiles and confidence histograms over the
+            store's lifetime (every process; see :class:`~pensive_core.router.RouterStats`);
+            ``l1``: cache entries, hot set, hit rate, how keys matched, evictions and
+            invalidations (None when the cache is off); ``l3``: escalations by reason.
+        """
         self._check_open()
         docs, chunks = self._archive.counts()
         size = sum(p.stat().st_size for p in self.path.rglob("*") if p.is_file())
         return {
             "path": str(self.path),
+            "read_only": self.read_only,
+            "commit": self._commit_no,
             "documents": docs,
             "chunks": chunks,
             "vectors": self._backend.count() if self._backend else 0,
@@ -486,43 +759,25 @@ class Pensive:
             "bm25_segments": len(self._bm25.segments),
             "fusion": self.config.fusion.method,
             "disk_bytes": size,
-            "queries": self._tier_stats(),
-            "l1": None
-            if self._l1 is None
-            else {
-                "entries": len(self._l1),
-                "hits": self._l1.hits,
-                "misses": self._l1.misses,
-                "evictions": self._l1.evictions,
-                "generation": self._l1.generation,
-            },
+            "queries": self._stats.summary(),
+            "l1": None if self._l1 is None else self._l1.stats(),
+            "l3": dict(self.l3_counts),
         }
-
-    def _tier_stats(self) -> dict[str, Any]:
-        total = sum(len(v) for v in self._latency.values())
-        out: dict[str, Any] = {"total": total}
-        for tier, values in sorted(self._latency.items()):
-            arr = np.fromiter(values, dtype=float)
-            out[tier] = {
-                "count": len(arr),
-                "share": round(len(arr) / total, 4),
-                "p50_ms": round(float(np.percentile(arr, 50)), 4),
-                "p95_ms": round(float(np.percentile(arr, 95)), 4),
-                "p99_ms": round(float(np.percentile(arr, 99)), 4),
-            }
-        return out
 
     def close(self) -> None:
         """Persist and release everything; further calls raise."""
         if getattr(self, "_closed", True):
             return
         with self._lock:
-            self._commit()
-            if self._backend is not None:
-                self._backend.close()
+            if not self.read_only:
+                self._commit()
+                if self._backend is not None:
+                    self._backend.close()
+            self._stats.flush()
             if self._l1 is not None:
                 self._l1.close()
             self._archive.close()
+            _unlock(self._writer_lock)
             self._closed = True
 
     def __enter__(self) -> Pensive:
@@ -541,6 +796,10 @@ def _copy_hit(h: Hit) -> Hit:
     )
 
 
+def _with_sources(h: Hit, more: Mapping[str, int]) -> Hit:
+    return Hit(h.doc_id, h.chunk_id, h.text, h.score, h.metadata, h.timestamp, {**more, **h.sources})
+
+
 def _ms(t0: float) -> float:
     return (time.perf_counter() - t0) * 1000.0
 
@@ -555,14 +814,30 @@ def _validate_query(text: Any) -> str:
     return text
 
 
-def _confidence(fused: list[Fused], lists: Mapping[str, list[tuple[str, float]]]) -> float:
-    """A heuristic in [0, 1] from retriever agreement, dense similarity and the fused margin."""
-    if not fused:
-        return 0.0
-    top = fused[0]
-    # agreement: how many retrievers put the top passage in their own top 10
-    agree = sum(1 for name in lists if top.ranks.get(name, 10**9) <= 10) / max(1, len(lists))
-    dense = dict(lists.get("dense", []))
-    sim = float(np.clip((dense.get(top.id, 0.0) - 0.2) / 0.5, 0.0, 1.0)) if dense else agree
-    margin = (top.score - fused[1].score) / top.score if len(fused) > 1 and top.score > 0 else 1.0
-    return round(float(np.clip(0.45 * agree + 0.4 * sim + 0.15 * margin, 0.0, 1.0)), 4)
+def _lock_writer(path: Path) -> Any:
+    """Take the store's writer lock (released by :func:`_unlock` or when the process ends)."""
+    try:
+        import fcntl
+    except ImportError:  # no advisory locks (Windows): one writer is the caller's job
+        return None
+    handle = open(path / "writer.lock", "a+")  # noqa: SIM115 - held open for the store's life
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.seek(0)
+        holder = handle.read().strip() or "another process"
+        handle.close()
+        raise PensiveError(
+            f"the store at {path} is open for writing (pid {holder}); a store has one writer at "
+            "a time: close the other Pensive, or open this one with read_only=True"
+        ) from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(str(os.getpid()))
+    handle.flush()
+    return handle
+
+
+def _unlock(handle: Any) -> None:
+    if handle is not None:
+        handle.close()  # closing the file releases the flock

@@ -89,6 +89,7 @@ class BM25Index:
         self._pending: dict[str, np.ndarray] = {}
         self._gen = 0
         self._seq = 0
+        self.rebuilt = False  # whether the last commit rebuilt segments that already existed
         if folder is not None:
             manifest = read_manifest(folder, "bm25.json")
             if manifest:
@@ -144,10 +145,13 @@ class BM25Index:
         small = sum(s.n_docs for s in self.segments[1:])
         dead = sum(int((s.alive == 0).sum()) for s in self.segments)
         limit = self.cfg.merge_ratio * max(1, main)
+        self.rebuilt = False
         if dead > limit or (len(self.segments) > 1 and small > limit):
             self._merge(0)  # rebuild everything: exact length norms, deleted rows dropped
+            self.rebuilt = True  # old passages' length norms changed: their scores moved
         elif len(self.segments) > _MAX_SEGMENTS:
             self._merge(1)  # tiered: fold the small segments together, leave the main one alone
+            self.rebuilt = True
         self._persist()
 
     def _build(self, rows: list[str], token_lists: list[np.ndarray]) -> _Segment:
@@ -227,6 +231,25 @@ class BM25Index:
             results.extend((float(scores[r]), seg.rows[r]) for r in top)
         results.sort(key=lambda x: -x[0])
         return [(cid, s) for s, cid in results[:k]]
+
+    def scores_for(self, query: str, chunk_ids: Sequence[str]) -> dict[str, float]:
+        """BM25 scores of ``query`` for the given committed passages (absent ids are left out)."""
+        terms = self._ids_for(self.tokenizer.tokenize(query), grow=False)
+        if not len(terms):
+            return {}
+        counts = Counter(terms.tolist())
+        glob_idf = _idf(self.cfg.method, self.df[list(counts)], max(1, self.n_live))
+        by_seg: dict[int, list[tuple[int, str]]] = {}
+        for cid in chunk_ids:
+            where = self._where.get(cid)
+            if where is not None:
+                by_seg.setdefault(where[0], []).append((where[1], cid))
+        out: dict[str, float] = {}
+        for si, rows in by_seg.items():
+            scores = self._segment_scores(self.segments[si], counts, glob_idf)
+            for row, cid in rows:
+                out[cid] = 0.0 if scores is None else float(scores[row])
+        return out
 
     def _segment_scores(self, seg: _Segment, counts: Counter, glob_idf: np.ndarray):  # type: ignore[no-untyped-def]
         ids = np.fromiter(counts, dtype=np.int64)

@@ -5,7 +5,7 @@ from datetime import datetime, timezone
 import pytest
 
 from pensive_core import Document, Pensive
-from pensive_core.cache import L1Cache, cache_key, normalize_query
+from pensive_core.cache import Deps, L1Cache, cache_key, make_key, normalize_query
 from pensive_core.types import Hit
 from tests.conftest import HASH_CONFIG, docs_corpus
 
@@ -58,6 +58,7 @@ def test_repeat_is_served_from_l1_with_the_same_hits(tmp_path):
         assert "mutated" not in p.query("Was invoice INV-4471 paid?", k=3).hits[0].metadata
         stats = p.stats()
         assert stats["l1"]["hits"] == 2 and stats["queries"]["L1"]["count"] == 2
+        assert stats["l1"]["matches"]["exact"] == 2
         assert stats["queries"]["L2"]["count"] == 2
         assert stats["queries"]["L1"]["p50_ms"] < stats["queries"]["L2"]["p50_ms"]
 
@@ -103,6 +104,17 @@ def test_cache_persists_across_reopen(tmp_path):
         assert again.hits[0].timestamp == first.hits[0].timestamp
 
 
+def _put(c, text, hits=None, *, k=5, commit=0, deps=None):
+    qk = make_key(text, k, None, {})
+    hits = hits if hits is not None else [Hit("d", "d#1", f"answer to {text}", 1.0)]
+    assert c.put(qk, hits, 0.5, "L2", deps or Deps(), commit)
+    return qk
+
+
+def _get(c, text, k=5):
+    return c.get(make_key(text, k, None, {}))
+
+
 def test_ttl_expiry(tmp_path, monkeypatch):
     import pensive_core.cache as cache_mod
 
@@ -110,29 +122,121 @@ def test_ttl_expiry(tmp_path, monkeypatch):
     monkeypatch.setattr(cache_mod.time, "time", lambda: now[0])
     c = L1Cache(tmp_path / "l1.sqlite", capacity=10, ttl_s=60)
     hit = Hit("d", "d#1", "text", 1.0, {}, datetime(2024, 1, 1, tzinfo=timezone.utc), {"bm25": 1})
-    c.put("k", [hit], 0.5)
+    _put(c, "when does the ferry leave", [hit])
     now[0] += 59
-    assert c.get("k") is not None
+    assert _get(c, "when does the ferry leave").hits[0].timestamp == hit.timestamp
     now[0] += 2
-    assert c.get("k") is None and len(c) == 0
+    assert _get(c, "when does the ferry leave") is None and len(c) == 0
     c.close()
 
 
 def test_eviction_drops_the_least_frequently_used(tmp_path):
     c = L1Cache(tmp_path / "l1.sqlite", capacity=10, ttl_s=3600)
-    hit = Hit("d", "d#1", "t", 1.0)
-    for i in range(10):
-        c.put(f"k{i}", [hit], 0.5)
-    for i in range(1, 10):  # every key but k0 is used again
-        c.get(f"k{i}")
-    c.put("k10", [hit], 0.5)  # over capacity: the least used tenth goes
-    assert c.get("k0") is None
-    assert all(c.get(f"k{i}") is not None for i in range(1, 11))
+    names = [f"question number {w}" for w in "zero one two three four five six seven eight nine ten".split()]
+    for q in names[:10]:
+        _put(c, q)
+    for q in names[1:10]:  # every question but the first is asked again
+        assert _get(c, q) is not None
+    _put(c, names[10])  # over capacity: the least used tenth goes
+    assert _get(c, names[0]) is None
+    assert all(_get(c, q) is not None for q in names[1:])
     assert c.evictions == 1
     c.close()
     reopened = L1Cache(tmp_path / "l1.sqlite", capacity=10, ttl_s=3600)
-    assert reopened.get("k0") is None and reopened.get("k5") is not None
+    assert _get(reopened, names[0]) is None and _get(reopened, names[5]) is not None
     reopened.close()
+
+
+def test_hot_set_is_bounded_and_cold_entries_come_from_sqlite(tmp_path):
+    c = L1Cache(tmp_path / "l1.sqlite", capacity=100, ttl_s=3600, hot=3)
+    words = "alpha bravo charlie delta echo foxtrot golf hotel".split()
+    for w in words:
+        _put(c, f"status of project {w}")
+    c.close()
+    c = L1Cache(tmp_path / "l1.sqlite", capacity=100, ttl_s=3600, hot=3)
+    assert c.stats()["hot"] == 0 and len(c) == len(words)  # keys in memory, answers on disk
+    for w in words:
+        assert _get(c, f"status of project {w}").hits[0].text.endswith(w)
+    assert c.stats()["hot"] <= 3
+    c.close()
+
+
+@pytest.mark.parametrize("a,b", NEAR_MISSES)
+def test_near_misses_never_share_an_answer_by_any_path(tmp_path, a, b):
+    c = L1Cache(tmp_path / "l1.sqlite")
+    _put(c, a)
+    assert _get(c, b) is None
+    assert _get(c, a) is not None
+    c.close()
+
+
+@pytest.mark.parametrize(
+    "stored,asked,match",
+    [
+        ("What was revenue in Q3 2024?", "what was REVENUE in q3 2024", "exact"),
+        ("Which invoices did Globex pay in May?", "in May which invoices did Globex pay", "bag"),
+        ("What is the capital of Portugal?", "please, what is capital of Portugal", "bag"),
+        ("didn't the arctic tern migrate", "did not the arctic tern migrate", "exact"),
+        ("Which antioxidants does green tea contain?", "Which antioxidents does green tea contain?", "fuzzy"),
+    ],
+)
+def test_variants_match(tmp_path, stored, asked, match):
+    c = L1Cache(tmp_path / "l1.sqlite")
+    _put(c, stored)
+    got = _get(c, asked)
+    assert got is not None and got.match == match
+    assert got.hits[0].text == f"answer to {stored}"
+    c.close()
+
+
+@pytest.mark.parametrize(
+    "stored,asked",
+    [
+        ("Which antioxidants does green tea contain?", "Which antioxidants does black tea contain?"),
+        ("Who is the CEO of Acme?", "Who was the CEO of Acme?"),  # tense: now vs then
+        ("When did the ferry leave Harbourline?", "When did the ferry leave Harborline?"),  # names
+        ("What does smoking cause?", "What causes smoking?"),
+        ("Which trials enrolled children", "Which trials enrolled no children"),
+    ],
+)
+def test_fuzzy_matching_refuses_different_questions(tmp_path, stored, asked):
+    c = L1Cache(tmp_path / "l1.sqlite")
+    _put(c, stored)
+    assert _get(c, asked) is None
+    c.close()
+
+
+def test_scope_separates_k(tmp_path):
+    c = L1Cache(tmp_path / "l1.sqlite")
+    _put(c, "arctic tern migration", k=3)
+    assert _get(c, "arctic tern migration", k=3) is not None
+    assert _get(c, "migration arctic tern", k=5) is None  # the bag key is scoped too
+    c.close()
+
+
+def test_a_put_computed_before_a_commit_is_refused(tmp_path):
+    """A reader that computed an answer on an old index cannot store it after an invalidation."""
+    c = L1Cache(tmp_path / "l1.sqlite")
+    other = L1Cache(tmp_path / "l1.sqlite")  # another process's view of the same cache
+    other.invalidate_all(commit=1)
+    qk = make_key("arctic tern", 5, None, {})
+    assert not c.put(qk, [Hit("d", "d#1", "t", 1.0)], 0.5, "L2", Deps(), commit=0)
+    assert c.get(qk) is None
+    assert c.put(qk, [Hit("d", "d#1", "t", 1.0)], 0.5, "L2", Deps(), commit=1)
+    assert other.get(qk) is not None  # and the other process sees it
+    c.close()
+    other.close()
+
+
+def test_invalidation_elsewhere_reaches_a_process_holding_the_entry_in_memory(tmp_path):
+    a = L1Cache(tmp_path / "l1.sqlite")
+    b = L1Cache(tmp_path / "l1.sqlite")
+    qk = _put(a, "arctic tern")
+    assert b.get(qk) is not None  # now in b's memory
+    b.invalidate([qk.exact], commit=1)
+    assert a.get(qk) is None
+    a.close()
+    b.close()
 
 
 def test_l1_off_by_default(tmp_path):

@@ -249,6 +249,7 @@ def test_interrupted_ingest_is_reindexed_on_open(tmp_path, monkeypatch):
         p.ingest(docs_corpus()[2:])
     monkeypatch.undo()
     p._archive.close()  # abandon the process state without saving anything more
+    p._writer_lock.close()  # as a killed process would: the OS drops its lock
     with Pensive(tmp_path) as again:
         assert again.stats()["documents"] == 8
         assert again.query("INV-4471", k=1).hits[0].doc_id == "inv"
