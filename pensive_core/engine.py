@@ -797,7 +797,9 @@ def _copy_hit(h: Hit) -> Hit:
 
 
 def _with_sources(h: Hit, more: Mapping[str, int]) -> Hit:
-    return Hit(h.doc_id, h.chunk_id, h.text, h.score, h.metadata, h.timestamp, {**more, **h.sources})
+    return Hit(
+        h.doc_id, h.chunk_id, h.text, h.score, h.metadata, h.timestamp, {**more, **h.sources}
+    )
 
 
 def _ms(t0: float) -> float:

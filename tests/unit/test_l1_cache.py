@@ -132,7 +132,10 @@ def test_ttl_expiry(tmp_path, monkeypatch):
 
 def test_eviction_drops_the_least_frequently_used(tmp_path):
     c = L1Cache(tmp_path / "l1.sqlite", capacity=10, ttl_s=3600)
-    names = [f"question number {w}" for w in "zero one two three four five six seven eight nine ten".split()]
+    names = [
+        f"question number {w}"
+        for w in "zero one two three four five six seven eight nine ten".split()
+    ]
     for q in names[:10]:
         _put(c, q)
     for q in names[1:10]:  # every question but the first is asked again
@@ -177,7 +180,11 @@ def test_near_misses_never_share_an_answer_by_any_path(tmp_path, a, b):
         ("Which invoices did Globex pay in May?", "in May which invoices did Globex pay", "bag"),
         ("What is the capital of Portugal?", "please, what is capital of Portugal", "bag"),
         ("didn't the arctic tern migrate", "did not the arctic tern migrate", "exact"),
-        ("Which antioxidants does green tea contain?", "Which antioxidents does green tea contain?", "fuzzy"),
+        (
+            "Which antioxidants does green tea contain?",
+            "Which antioxidents does green tea contain?",
+            "fuzzy",
+        ),
     ],
 )
 def test_variants_match(tmp_path, stored, asked, match):
@@ -192,7 +199,10 @@ def test_variants_match(tmp_path, stored, asked, match):
 @pytest.mark.parametrize(
     "stored,asked",
     [
-        ("Which antioxidants does green tea contain?", "Which antioxidants does black tea contain?"),
+        (
+            "Which antioxidants does green tea contain?",
+            "Which antioxidants does black tea contain?",
+        ),
         ("Who is the CEO of Acme?", "Who was the CEO of Acme?"),  # tense: now vs then
         ("When did the ferry leave Harbourline?", "When did the ferry leave Harborline?"),  # names
         ("What does smoking cause?", "What causes smoking?"),
