@@ -104,6 +104,8 @@ class Archive:
     def _migrate_from_1(self) -> None:
         # version 1 had no full-text index: build it from the stored documents
         with self.transaction():
+            if self._schema_version() != 1:
+                return  # another process migrated it while this one waited for the lock
             self.db.execute(_FTS_SCHEMA)
             rows = self.db.execute("SELECT rowid, body FROM documents").fetchall()
             self.db.executemany(

@@ -9,12 +9,16 @@ import importlib
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from .errors import PensiveError
+from .errors import NotFoundError, PensiveError
+
+if TYPE_CHECKING:
+    from .engine import Pensive
 
 app = typer.Typer(
     add_completion=False,
@@ -34,13 +38,21 @@ StoreOpt = typer.Option(
 ConfigOpt = typer.Option(None, "--config", "-c", help="A pensive.toml to apply.")
 
 
-def _open(store: Path | None, config: Path | None):  # type: ignore[no-untyped-def]
+def _open(store: Path | None, config: Path | None, *, read_only: bool = False) -> Pensive:
+    """Open the store; ``read_only`` needs an existing store and works beside a writer."""
     from .engine import Pensive
 
     folder = store or Path("pensive-data")
     if config is None and Path("pensive.toml").exists():
         config = Path("pensive.toml")
-    return Pensive(folder, config=str(config) if config else None)
+    try:
+        return Pensive(folder, config=str(config) if config else None, read_only=read_only)
+    except NotFoundError:
+        if not read_only:
+            raise
+        raise NotFoundError(
+            f"no Pensive store at {folder} (create one with pensive ingest)"
+        ) from None
 
 
 @app.command()
@@ -93,7 +105,7 @@ def query(
     width: int = typer.Option(100, help="Snippet length in characters."),
 ) -> None:
     """Answer a question from the store: a table of rank, score, tier, doc, snippet."""
-    with _open(store, config) as p:
+    with _open(store, config, read_only=True) as p:
         res = p.query(text, k=k)
     table = Table(
         title=f"{len(res.hits)} hits · tier {res.tier} · confidence {res.confidence:.2f}"
@@ -114,13 +126,86 @@ def query(
 
 @app.command()
 def stats(store: Path | None = StoreOpt, config: Path | None = ConfigOpt) -> None:
-    """Show what the store holds."""
-    with _open(store, config) as p:
+    """Show what the store holds and how its queries were answered (works beside a writer)."""
+    with _open(store, config, read_only=True) as p:
         info = p.stats()
     table = Table(show_header=False)
     for key, value in info.items():
-        table.add_row(key, str(value))
+        if key not in ("queries", "l1", "l3"):
+            table.add_row(key, str(value))
     console.print(table)
+    queries = info["queries"]
+    if queries["total"]:
+        console.print(_tier_table(queries))
+    else:
+        console.print("queries: none yet")
+    console.print(_l1_line(info["l1"], queries), highlight=False)
+    l3 = info["l3"]
+    console.print(
+        f"L3 escalations (this process): {l3['exact']} for exact strings, "
+        f"{l3['low_confidence']} for low confidence, {l3['found']} answered",
+        highlight=False,
+    )
+
+
+_TIERS = ("L1", "L2", "L3")
+_BARS = "▁▂▃▄▅▆▇█"
+
+
+def _tier_table(queries: dict[str, Any]) -> Table:
+    """Per-tier lifetime counts, shares, latency percentiles and confidence distribution."""
+    table = Table(title=f"queries by tier (lifetime, {queries['total']} in all)")
+    table.add_column("tier")
+    for col in ("queries", "share", "p50 ms", "p95 ms", "p99 ms", "median conf."):
+        table.add_column(col, justify="right")
+    table.add_column("confidence 0→1")
+    for tier in _TIERS:
+        row = queries.get(tier)
+        if row is None:
+            continue
+        table.add_row(
+            tier,
+            str(row["count"]),
+            f"{row['share']:.0%}",
+            *(_ms(row[q]) for q in ("p50_ms", "p95_ms", "p99_ms")),
+            _median_bin(row["confidence"]),
+            _spark(row["confidence"]),
+        )
+    return table
+
+
+def _l1_line(l1: dict[str, Any] | None, queries: dict[str, Any]) -> str:
+    """The L1 cache in two lines; the hit rate is lifetime (the L1 tier's share of queries)."""
+    if l1 is None:
+        return "L1 cache: off"
+    total, hits = queries["total"], queries.get("L1", {}).get("count", 0)
+    rate = f"{hits / total:.0%} ({hits} of {total} queries)" if total else "n/a (no queries yet)"
+    m = l1["matches"]
+    return (
+        f"L1 cache: {l1['entries']} / {l1['capacity']} entries, {l1['hot']} hot; "
+        f"hit rate {rate}\n  this process: matches exact {m['exact']}, bag {m['bag']}, "
+        f"fuzzy {m['fuzzy']}; {l1['evictions']} evicted, {l1['invalidated']} invalidated"
+    )
+
+
+def _ms(value: float) -> str:
+    return f"{value:.3g}" if value < 100 else f"{value:.0f}"
+
+
+def _median_bin(counts: list[int]) -> str:
+    """The tenth of [0, 1] holding the median confidence, e.g. ``0.7-0.8``."""
+    total, seen = sum(counts), 0
+    for i, n in enumerate(counts):
+        seen += n
+        if total and seen * 2 >= total:
+            return f"{i / 10:.1f}-{(i + 1) / 10:.1f}"
+    return "-"
+
+
+def _spark(counts: list[int]) -> str:
+    """One character per bin: a bar scaled to the fullest bin, a dot for an empty one."""
+    top = max(counts, default=0)
+    return "".join(_BARS[max(0, -(-n * len(_BARS) // top) - 1)] if n else "·" for n in counts)
 
 
 @app.command(
@@ -150,7 +235,7 @@ def main() -> None:
     try:
         app(standalone_mode=False)
     except PensiveError as exc:
-        err_console.print(f"[red]error:[/] {exc}", highlight=False)
+        err_console.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
         raise SystemExit(1) from None
     except (typer.Abort, KeyboardInterrupt):
         err_console.print("aborted")

@@ -4,6 +4,9 @@ import os
 import subprocess
 import sys
 
+from pensive_core import Pensive
+from tests.conftest import HASH_CONFIG, docs_corpus
+
 
 def run(*args, cwd, env_extra=None):
     env = {k: v for k, v in os.environ.items() if not k.startswith("PENSIVE_")}
@@ -30,6 +33,7 @@ def test_ingest_query_stats(tmp_path):
     assert "2 added" in out.stdout
     out = run("query", "when does the night ferry leave", "-s", str(store), "-k", "2", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
+    assert "tier L2 · confidence" in out.stdout
     lines = out.stdout.splitlines()
     assert any("rank" in line and "snippet" in line for line in lines)
     first_row = next(line for line in lines if line.strip("│ ").startswith("1 "))
@@ -38,9 +42,56 @@ def test_ingest_query_stats(tmp_path):
     assert out.returncode == 0 and "documents" in out.stdout
 
 
+def cells(stdout, first):
+    """The cells of the table row whose first cell is ``first``."""
+    for line in stdout.splitlines():
+        row = [c.strip() for c in line.split("│")[1:-1]]
+        if row and row[0] == first:
+            return row
+    raise AssertionError(f"no row {first!r} in:\n{stdout}")
+
+
+def test_stats_shows_tiers_and_l1(tmp_path):
+    store = tmp_path / "store"
+    with Pensive(store, config={**HASH_CONFIG, "router": {"l1": True}}) as p:
+        p.ingest(docs_corpus())
+    for tier in ("L2", "L1"):  # the repeat, in another process, is served by the cache
+        out = run("query", "Was invoice INV-4471 paid?", "-s", str(store), cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        assert f"tier {tier} · confidence" in out.stdout
+    out = run("stats", "-s", str(store), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert cells(out.stdout, "documents") == ["documents", "8"]
+    assert cells(out.stdout, "L1")[1:3] == ["1", "50%"]
+    assert cells(out.stdout, "L2")[1:3] == ["1", "50%"]
+    assert "L1 cache: 1 / " in out.stdout
+    assert "hit rate 50% (1 of 2 queries)" in out.stdout
+    assert "L3 escalations" in out.stdout
+
+
+def test_stats_and_query_beside_a_writer(tmp_path):
+    store = tmp_path / "store"
+    (tmp_path / "more.txt").write_text("Invoice INV-9000 is due in June.")
+    with Pensive(store, config=HASH_CONFIG) as writer:
+        writer.ingest(docs_corpus())
+        out = run("stats", "-s", str(store), cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        assert cells(out.stdout, "documents") == ["documents", "8"]
+        assert "L1 cache: off" in out.stdout and "queries: none yet" in out.stdout
+        out = run("query", "INV-4471", "-s", str(store), "-k", "1", cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        assert cells(out.stdout, "1")[3] == "inv"
+        out = run("ingest", str(tmp_path / "more.txt"), "-s", str(store), cwd=tmp_path)
+        assert out.returncode == 1 and "open for writing" in out.stderr
+
+
 def test_errors_are_one_line(tmp_path):
+    out = run("stats", "-s", str(tmp_path / "s"), cwd=tmp_path)
+    assert out.returncode == 1 and "no Pensive store at" in out.stderr
+    assert not (tmp_path / "s").exists()  # looking does not create a store
+    Pensive(tmp_path / "s", config=HASH_CONFIG).close()
     out = run("query", "", "-s", str(tmp_path / "s"), cwd=tmp_path)
-    assert out.returncode == 1
+    assert out.returncode == 1 and "query is empty" in out.stderr
     assert out.stderr.strip().startswith("error:") and "Traceback" not in out.stderr
     out = run(
         "stats", "-s", str(tmp_path / "s"), cwd=tmp_path, env_extra={"PENSIVE_FUSION__METHD": "rrf"}

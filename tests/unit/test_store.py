@@ -185,6 +185,31 @@ def test_schema_version_mismatch(tmp_path):
         Pensive(tmp_path)
 
 
+def test_schema_version_1_is_migrated_on_open(tmp_path):
+    with Pensive(tmp_path, config=HASH_CONFIG) as p:
+        p.ingest(docs_corpus())
+    db = sqlite3.connect(tmp_path / "pensive.sqlite")
+    db.execute("DROP TABLE documents_fts")  # version 1 had no full-text index
+    db.execute("UPDATE meta SET value='1' WHERE key='schema_version'")
+    db.commit()
+    db.close()
+    with Pensive(tmp_path) as p:
+        assert p.query("What about INV-4471?").hits[0].doc_id == "inv"
+        p.ingest([Document(id="cold", text="Ledger: INV-7777 written off.")], archive_only=True)
+        res = p.query("INV-7777", k=1)
+        assert res.tier == "L3" and res.hits[0].doc_id == "cold"
+    db = sqlite3.connect(tmp_path / "pensive.sqlite")
+    try:
+        version = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        # the documents written before the migration were indexed too
+        old = db.execute(
+            "SELECT count(*) FROM documents_fts WHERE documents_fts MATCH '\"inv-4472\"'"
+        ).fetchone()
+    finally:
+        db.close()
+    assert int(version[0]) == 2 and old == (1,)
+
+
 def test_missing_extra_names_the_extra(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "faiss", None)  # as if faiss-cpu were not installed
     p = Pensive(tmp_path, config=HASH_CONFIG)
