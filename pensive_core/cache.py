@@ -37,6 +37,7 @@ import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
+from functools import cached_property
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -63,6 +64,7 @@ _FILLER = frozenset("a an the of please kindly tell me us show give find".split(
 _NEGATION_RE = re.compile(
     r"\b(?:not|no|never|none|nor|neither|without|cannot|nobody|nothing|nowhere)\b|n[’']t\b"
 )
+_DIGIT_RE = re.compile(r"\d")
 _NT_RE = re.compile(r"n[’']t\b")
 _QUOTED_RE = re.compile(r"[\"“”]([^\"“”]{2,200})[\"“”]")
 _SKETCH_DIM = 256
@@ -84,13 +86,11 @@ def _guards(text: str) -> frozenset[str]:
     """Tokens that make a question a different question: numbers, ids, names, negation, quotes."""
     nfkc = unicodedata.normalize("NFKC", text)
     out: set[str] = set()
-    raw_tokens = TOKEN_RE.findall(nfkc)
-    for i, tok in enumerate(raw_tokens):
-        if any(ch.isdigit() for ch in tok):
-            out.add(tok.casefold())
-        elif i > 0 and tok[:1].isupper():
-            out.add(tok.casefold())  # a capitalised word inside the question: a name
-        elif any(ch.isupper() for ch in tok[1:]):
+    for i, tok in enumerate(TOKEN_RE.findall(nfkc)):
+        rest = tok[1:]
+        if (not tok.isalpha() and _DIGIT_RE.search(tok)) or (i > 0 and tok[:1].isupper()):
+            out.add(tok.casefold())  # a number or identifier; a capitalised word inside: a name
+        elif rest != rest.lower():
             out.add(tok.casefold())  # "iPhone", "getUserName", "HTTP"
     if _NEGATION_RE.search(nfkc.casefold()):
         out.add("<not>")
@@ -109,38 +109,44 @@ def _sketch(words: Sequence[str]) -> np.ndarray:
 
 
 def _hash(*parts: Any) -> str:
-    raw = json.dumps(parts, sort_keys=True, default=str, ensure_ascii=False)
-    return hashlib.blake2b(raw.encode(), digest_size=16).hexdigest()
+    return hashlib.blake2b(repr(parts).encode(), digest_size=16).hexdigest()
 
 
-@dataclass(frozen=True)
 class QueryKey:
-    """Everything the cache needs to know about one question (see :func:`make_key`)."""
+    """Everything the cache needs to know about one question (see :func:`make_key`).
 
-    text: str
-    exact: str
-    bag: str
-    scope: str
-    guards: frozenset[str]
-    words: tuple[str, ...]  # content words, in order
+    The exact key is computed at once; the rest only when the exact key missed.
+    """
+
+    def __init__(self, text: str, norm: str, scope: str) -> None:
+        self.text = text
+        self.norm = norm
+        self.scope = scope
+        self.exact = _hash(scope, norm)
+
+    @cached_property
+    def words(self) -> tuple[str, ...]:
+        """Content words, in order."""
+        return tuple(w for w in self.norm.split() if w not in _FILLER)
+
+    @cached_property
+    def guards(self) -> frozenset[str]:
+        return _guards(self.text)
+
+    @cached_property
+    def bag(self) -> str:
+        return _hash(self.scope, sorted(self.words), sorted(self.guards))
 
     def sketch(self) -> np.ndarray:
         return _sketch(self.words)
 
 
 def make_key(text: str, k: int, as_of: str | None, settings: Any) -> QueryKey:
-    """The keys of a question: exact, bag-of-words, and its scope (k, as_of, settings)."""
-    norm = normalize_query(text)
-    words = tuple(w for w in norm.split() if w not in _FILLER)
-    scope = _hash(k, as_of, settings)
-    return QueryKey(
-        text=text,
-        exact=_hash(scope, norm),
-        bag=_hash(scope, sorted(words), sorted(_guards(text))),
-        scope=scope,
-        guards=_guards(text),
-        words=words,
-    )
+    """The keys of a question: exact, bag-of-words, and its scope (k, as_of, settings).
+
+    ``settings`` must have a stable ``repr`` (tuples, numbers, strings; dicts in a fixed order).
+    """
+    return QueryKey(text, normalize_query(text), _hash(k, as_of, settings))
 
 
 def cache_key(text: str, k: int, as_of: str | None, settings: Any) -> str:
@@ -159,10 +165,16 @@ def _close_words(a: str, b: str) -> bool:
 
 
 def _same_words(a: Sequence[str], b: Sequence[str]) -> bool:
-    """Every word of each question equals, or is one typo away from, a word of the other."""
-    return all(any(_close_words(x, y) for y in b) for x in a) and all(
-        any(_close_words(y, x) for x in a) for y in b
-    )
+    """The words pair up one to one, each pair equal or one typo apart ("not not" != "not")."""
+    if len(a) != len(b):
+        return False
+    rest = list(b)
+    for x in sorted(a, key=lambda w: w not in rest):  # exact pairs first
+        j = next((i for i, y in enumerate(rest) if _close_words(x, y)), None)
+        if j is None:
+            return False
+        rest.pop(j)
+    return True
 
 
 def chunk_hashes(ids: Iterable[str]) -> np.ndarray:
@@ -190,6 +202,10 @@ class Deps:
             shorter than its depth, so any new passage could enter it).
         bm25_floor: The same for BM25 (0 when the list was short).
         cands: :func:`chunk_hashes` of every passage in either candidate list.
+        bm25_scores: The BM25 candidate list's scores, best first.
+        fused_gap: The smallest gap between consecutive fused scores over the hits and the
+            first passage after them (how far scores must move before the answer changes).
+        method: The fusion method the answer was fused with.
     """
 
     docs: frozenset[str] = frozenset()
@@ -197,6 +213,9 @@ class Deps:
     dense_floor: float = float("-inf")
     bm25_floor: float = 0.0
     cands: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    bm25_scores: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+    fused_gap: float = float("inf")
+    method: str = "weighted"
 
 
 class EntryView(NamedTuple):
@@ -215,7 +234,7 @@ class _Entry:
     bag: str
     scope: str
     text: str
-    guards: frozenset[str]
+    guards: frozenset[str] | None  # computed on first need
     words: tuple[str, ...]
     deps: Deps
     confidence: float
@@ -234,6 +253,7 @@ class Cached:
     confidence: float
     tier: str
     match: str  # "exact" | "bag" | "fuzzy"
+    source: str  # the question the answer was computed for
 
 
 @dataclass
@@ -275,7 +295,7 @@ CREATE TABLE IF NOT EXISTS l1_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL
 CREATE TABLE IF NOT EXISTS l1 (
     key TEXT PRIMARY KEY, bag TEXT NOT NULL, scope TEXT NOT NULL, query TEXT NOT NULL,
     docs TEXT NOT NULL, qvec BLOB, dense_floor REAL NOT NULL, bm25_floor REAL NOT NULL,
-    cands BLOB NOT NULL,
+    cands BLOB NOT NULL, bm25_scores BLOB NOT NULL, fused_gap REAL NOT NULL, method TEXT NOT NULL,
     confidence REAL NOT NULL, tier TEXT NOT NULL, created REAL NOT NULL, freq INTEGER NOT NULL,
     hits TEXT NOT NULL
 );
@@ -285,8 +305,8 @@ CREATE TABLE IF NOT EXISTS l1_docs (doc_id TEXT NOT NULL, key TEXT NOT NULL,
 CREATE INDEX IF NOT EXISTS l1_docs_key ON l1_docs(key);
 """
 _COLUMNS = (
-    "key, bag, scope, query, docs, qvec, dense_floor, bm25_floor, cands, confidence, tier, "
-    "created, freq"
+    "key, bag, scope, query, docs, qvec, dense_floor, bm25_floor, cands, bm25_scores, fused_gap, "
+    "method, confidence, tier, created, freq"
 )
 
 
@@ -343,7 +363,7 @@ class L1Cache:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         cols = {r[1] for r in self.db.execute("PRAGMA table_info(l1)")}
-        if cols and "cands" not in cols:  # a cache written by an older release: start over
+        if cols and "fused_gap" not in cols:  # a cache written by an older release: start over
             self.db.executescript("DROP TABLE l1; DELETE FROM l1_meta;")
         self.db.executescript(_SCHEMA)
         self.hits = self.misses = self.evictions = self.invalidated = 0
@@ -366,9 +386,8 @@ class L1Cache:
 
     def _load_rows(self, sql: str, args: tuple[Any, ...]) -> None:
         for row in self.db.execute(sql, args):
-            rowid, key, bag, scope, text, docs, qvec, dfl, bfl, cands, conf, tier, created, freq = (
-                row
-            )
+            rowid, key, bag, scope, text, docs, qvec, dfl, bfl, cands, bm25, gap, method = row[:13]
+            conf, tier, created, freq = row[13:]
             self._max_rowid = max(self._max_rowid, rowid)
             deps = Deps(
                 frozenset(json.loads(docs)),
@@ -376,10 +395,11 @@ class L1Cache:
                 dfl,
                 bfl,
                 np.frombuffer(cands, dtype=np.int64),
+                np.frombuffer(bm25, dtype=np.float32),
+                gap,
+                method,
             )
-            self._index(
-                _Entry(key, bag, scope, text, _guards(text), (), deps, conf, tier, created, freq)
-            )
+            self._index(_Entry(key, bag, scope, text, None, (), deps, conf, tier, created, freq))
 
     def _index(self, e: _Entry) -> None:
         old = self._entries.get(e.key)
@@ -413,10 +433,16 @@ class L1Cache:
 
     # -- lookup -------------------------------------------------------------------------------
     def get(self, qk: QueryKey) -> Cached | None:
-        """The cached answer for a question, or None."""
-        self.sync()
+        """The cached answer for a question, or None.
+
+        Served from memory; an exact key not in memory is looked up in SQLite (another process
+        may have put it). The caller calls :meth:`sync` when the store's commit moved.
+        """
         match = "exact"
         entry = self._entries.get(qk.exact)
+        if entry is None:
+            self._load_rows("SELECT rowid, " + _COLUMNS + " FROM l1 WHERE key=?", (qk.exact,))
+            entry = self._entries.get(qk.exact)
         if entry is None:
             match = "bag"
             key = self._bags.get(qk.bag)
@@ -440,17 +466,16 @@ class L1Cache:
         entry.freq += 1
         self.hits += 1
         self.matches[match] += 1
-        return Cached(hits, entry.confidence, entry.tier, match)
+        return Cached(hits, entry.confidence, entry.tier, match, entry.text)
 
     def _fuzzy(self, qk: QueryKey) -> _Entry | None:
         for key in self._sk.near(qk.sketch(), _FUZZY_SKETCH_MIN):
             e = self._entries.get(key)
-            if (
-                e is not None
-                and e.scope == qk.scope
-                and e.guards == qk.guards
-                and _same_words(e.words, qk.words)
-            ):
+            if e is None or e.scope != qk.scope:
+                continue
+            if e.guards is None:
+                e.guards = _guards(e.text)
+            if e.guards == qk.guards and _same_words(e.words, qk.words):
                 return e
         return None
 
@@ -503,7 +528,8 @@ class L1Cache:
                 return False
             self.db.execute("DELETE FROM l1_docs WHERE key=?", (entry.key,))
             self.db.execute(
-                "INSERT OR REPLACE INTO l1 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO l1 VALUES "
+                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     entry.key,
                     entry.bag,
@@ -514,6 +540,9 @@ class L1Cache:
                     deps.dense_floor,
                     deps.bm25_floor,
                     np.asarray(deps.cands, np.int64).tobytes(),
+                    np.asarray(deps.bm25_scores, np.float32).tobytes(),
+                    deps.fused_gap,
+                    deps.method,
                     confidence,
                     tier,
                     entry.created,

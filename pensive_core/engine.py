@@ -384,6 +384,8 @@ class Pensive:
             return True  # a candidate it was fused from is gone
         if texts and any(n in t for n in exact_needles(e.text) for t in texts):
             return True  # a new document holds what it asks for verbatim
+        if self._order_could_change(d, self._bm25.idf_shift(e.text)):
+            return True  # document frequencies moved enough to reorder its passages
         if not self._chg_added:
             return False
         # would a new passage enter either candidate list?
@@ -398,6 +400,22 @@ class Pensive:
             return True
         scores = self._bm25.scores_for(e.text, self._chg_added)
         return any(s > 0 and s >= d.bm25_floor for s in scores.values())
+
+    def _order_could_change(self, d: Deps, delta: float) -> bool:
+        """Whether BM25 scores moving by up to ``delta`` could reorder a cached answer."""
+        scores = np.asarray(d.bm25_scores, dtype=np.float64)
+        if delta <= 0 or len(scores) < 2:
+            return False  # one passage normalises to a constant whatever its score
+        if d.method == "rrf":  # fused from ranks: any swap in the BM25 list counts
+            return 2 * delta >= float(np.min(-np.diff(scores)))
+        w = self.config.fusion.weights.get("bm25", 1.0)
+        if d.method == "zscore":
+            std = float(scores.std())
+            zmax = float(np.max(np.abs(scores - scores.mean()))) / std if std > 0 else 0.0
+            eps = w * (2 + zmax) * delta / max(std - delta, 1e-12)
+        else:  # min-max normalised: every normalised score moves by at most this
+            eps = w * 4 * delta / max(float(scores.max() - scores.min()) - 2 * delta, 1e-12)
+        return 2 * eps >= d.fused_gap
 
     def _recover(self) -> int:
         """Re-index documents an interrupted ingest left unconfirmed; returns how many."""
@@ -482,12 +500,17 @@ class Pensive:
             self._refresh()
             qk: QueryKey | None = None
             l1 = self._l1
+            if l1 is not None and l1.commit != self._commit_no:
+                l1.sync()  # another process committed: catch up with its invalidations
             if l1 is not None and l1.commit == self._commit_no:
                 qk = make_key(text, k, to_iso(cutoff), self._query_settings())
                 cached = l1.get(qk)
                 if cached is not None:
-                    hits = [_copy_hit(h) for h in cached.hits]  # callers may mutate metadata
-                    return self._record(QueryResult(hits, "L1", cached.confidence, _ms(t0), text))
+                    hits = list(cached.hits)  # immutable hits: shared, never copied
+                    res = QueryResult(
+                        hits, "L1", cached.confidence, _ms(t0), text, cached_from=cached.source
+                    )
+                    return self._record(res)
             fused: list[Fused] = []
             lists: dict[str, list[tuple[str, float]]] = {}
             qvec = None
@@ -503,25 +526,25 @@ class Pensive:
                 hits, conf = escalated
                 tier = "L3"
             if qk is not None and l1 is not None:
-                deps = self._deps(hits, lists, qvec, tier)
-                l1.put(qk, [_copy_hit(h) for h in hits], conf, tier, deps, self._commit_no)
+                deps = self._deps(hits, fused, lists, qvec)
+                l1.put(qk, hits, conf, tier, deps, self._commit_no)
         return self._record(QueryResult(hits, tier, conf, _ms(t0), text, timings))
 
-    def _query_settings(self) -> dict[str, Any]:
+    def _query_settings(self) -> tuple[Any, ...]:
         # everything besides the question that changes the answer belongs in the cache key
-        r = self.config.router
-        return {
-            "fusion": self.config.fusion.model_dump(),
-            "bm25": self.config.bm25.model_dump(),
-            "l3": [r.l3_exact, r.l3_below],
-        }
+        f, b, r = self.config.fusion, self.config.bm25, self.config.router
+        return (
+            (f.method, f.k, f.depth, tuple(sorted(f.weights.items()))),
+            (b.method, b.k1, b.b, b.stemmer, b.stopwords),
+            (r.l3_exact, r.l3_below),
+        )
 
     def _deps(
         self,
         hits: list[Hit],
+        fused: list[Fused],
         lists: Mapping[str, list[tuple[str, float]]],
         qvec: np.ndarray | None,
-        tier: str,
     ) -> Deps:
         depth = self.config.fusion.depth
         dense, bm25 = lists.get("dense", []), lists.get("bm25", [])
@@ -531,6 +554,9 @@ class Pensive:
             dense_floor=dense[-1][1] if len(dense) >= depth else float("-inf"),
             bm25_floor=bm25[-1][1] if len(bm25) >= depth else 0.0,
             cands=chunk_hashes({i for lst in lists.values() for i, _ in lst}),
+            bm25_scores=np.asarray([sc for _, sc in bm25], dtype=np.float32),
+            fused_gap=_min_gap([f.score for f in fused[: len(hits) + 1]]),
+            method=self.config.fusion.method,
         )
 
     def _record(self, res: QueryResult) -> QueryResult:
@@ -790,10 +816,8 @@ class Pensive:
         return f"Pensive({str(self.path)!r})"
 
 
-def _copy_hit(h: Hit) -> Hit:
-    return Hit(
-        h.doc_id, h.chunk_id, h.text, h.score, dict(h.metadata), h.timestamp, dict(h.sources)
-    )
+def _min_gap(scores: list[float]) -> float:
+    return min((a - b for a, b in zip(scores, scores[1:])), default=float("inf"))
 
 
 def _with_sources(h: Hit, more: Mapping[str, int]) -> Hit:

@@ -7,6 +7,7 @@ full-text index for them, and the latency/confidence histograms behind ``Pensive
 
 from __future__ import annotations
 
+import bisect
 import re
 import sqlite3
 import unicodedata
@@ -83,8 +84,11 @@ _LAT_EDGES = 10.0 ** np.arange(-3.0, 5.0 + 1e-9, 0.05)
 _CONF_BINS = 10
 
 
+_LAT_EDGE_LIST = _LAT_EDGES.tolist()
+
+
 def _lat_bucket(ms: float) -> int:
-    return int(np.clip(np.searchsorted(_LAT_EDGES, ms), 0, len(_LAT_EDGES)))
+    return bisect.bisect_left(_LAT_EDGE_LIST, ms)
 
 
 def _hist_percentile(counts: Mapping[int, int], q: float) -> float:

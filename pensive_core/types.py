@@ -71,6 +71,29 @@ class Chunk:
     hash: str
 
 
+class FrozenDict(dict):  # type: ignore[type-arg]
+    """A dict that refuses changes. Hits are immutable and shared: the L1 cache serves the
+    same objects to every caller, so a caller's edit must not reach the next caller.
+
+    It is still a dict (``json.dumps`` and ``isinstance(x, dict)`` work); copy it with
+    ``dict(hit.metadata)`` to change it.
+    """
+
+    __slots__ = ()
+
+    def _refuse(self, *_args: Any, **_kwargs: Any) -> Any:
+        raise TypeError("hit metadata and sources are read-only; copy with dict(...) to change")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _refuse
+    __ior__ = _refuse
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (FrozenDict, (dict(self),))
+
+    def __copy__(self) -> FrozenDict:
+        return self
+
+
 @dataclass(frozen=True)
 class Hit:
     """One retrieved passage.
@@ -83,6 +106,8 @@ class Hit:
         metadata: The document's metadata.
         timestamp: The document's timestamp, if any.
         sources: Which retrievers found it and at what rank (1-based), e.g. ``{"dense": 1}``.
+
+    A hit is immutable, its ``metadata`` and ``sources`` too (read-only dicts).
     """
 
     doc_id: str
@@ -92,6 +117,12 @@ class Hit:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     timestamp: datetime | None = None
     sources: Mapping[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if type(self.metadata) is not FrozenDict:
+            object.__setattr__(self, "metadata", FrozenDict(self.metadata))
+        if type(self.sources) is not FrozenDict:
+            object.__setattr__(self, "sources", FrozenDict(self.sources))
 
 
 @dataclass(frozen=True)
@@ -105,6 +136,8 @@ class QueryResult:
         latency_ms: Wall time of the query, embedding included.
         query: The query text.
         timings: Milliseconds per stage (``embed_ms``, ``dense_ms``, ``bm25_ms``, ...).
+        cached_from: On an L1 answer, the question it was first computed for (a variant of
+            this one: case, punctuation, word order, filler words or a typo); else None.
     """
 
     hits: list[Hit]
@@ -113,6 +146,7 @@ class QueryResult:
     latency_ms: float
     query: str = ""
     timings: Mapping[str, float] = field(default_factory=dict)
+    cached_from: str | None = None
 
 
 @dataclass(frozen=True)

@@ -94,6 +94,9 @@ class BM25Index:
             manifest = read_manifest(folder, "bm25.json")
             if manifest:
                 self._load(folder, manifest)
+        # document frequencies at the last commit and the one before, for idf_shift()
+        self._last_df, self._last_n = self.df.copy(), self.n_live
+        self._prev_df, self._prev_n = self._last_df, self._last_n
 
     # -- writing ------------------------------------------------------------------------------
     def _ids_for(self, terms: list[str], grow: bool) -> np.ndarray:
@@ -138,6 +141,7 @@ class BM25Index:
 
     def commit(self) -> None:
         """Turn pending additions into a segment, merge if due, and persist."""
+        self._prev_df, self._prev_n = self._last_df, self._last_n
         if self._pending:
             self._add_segment(list(self._pending), list(self._pending.values()))
             self._pending = {}
@@ -153,6 +157,7 @@ class BM25Index:
             self._merge(1)  # tiered: fold the small segments together, leave the main one alone
             self.rebuilt = True
         self._persist()
+        self._last_df, self._last_n = self.df.copy(), self.n_live
 
     def _build(self, rows: list[str], token_lists: list[np.ndarray]) -> _Segment:
         n_vocab = len(self.vocab)
@@ -250,6 +255,26 @@ class BM25Index:
             for row, cid in rows:
                 out[cid] = 0.0 if scores is None else float(scores[row])
         return out
+
+    def idf_shift(self, query: str) -> float:
+        """How far the last commit can have moved any passage's score for ``query``.
+
+        A passage's score is a sum over query terms of ``count * idf * tf_part`` with
+        ``tf_part < 1``, so no score moved by more than ``sum(count * |idf change|)`` over the
+        terms passages already held before the commit.
+        """
+        terms = self._ids_for(self.tokenizer.tokenize(query), grow=False)
+        if not len(terms):
+            return 0.0
+        counts = Counter(terms.tolist())
+        ids = np.fromiter(counts, dtype=np.int64)
+        mult = np.fromiter(counts.values(), dtype=np.float64)
+        prev = np.zeros(len(ids), dtype=np.int64)
+        known = ids < len(self._prev_df)
+        prev[known] = self._prev_df[ids[known]]
+        now = _idf(self.cfg.method, self.df[ids], max(1, self.n_live))
+        before = _idf(self.cfg.method, prev, max(1, self._prev_n))
+        return float(np.sum(mult * np.abs(now - before) * (prev > 0)))
 
     def _segment_scores(self, seg: _Segment, counts: Counter, glob_idf: np.ndarray):  # type: ignore[no-untyped-def]
         ids = np.fromiter(counts, dtype=np.int64)

@@ -124,3 +124,27 @@ def test_many_small_commits_merge_in_tiers_without_rebuilding_main():
     assert ix.segments[0] is main  # 12 < 0.5 * 36: the main segment was never rebuilt
     assert len(ix) == 48
     assert {cid for cid, _ in ix.search("note ferries", 20)} == {f"small{i}" for i in range(12)}
+
+
+@pytest.mark.parametrize("change", ["add", "delete"])
+def test_idf_shift_bounds_how_far_existing_scores_move(change):
+    """The L1 cache relies on this bound to keep answers a commit cannot reorder."""
+    idx = BM25Index(None)
+    for i, text in enumerate(DOCS * 5):
+        idx.add(f"d{i}", text)
+    idx.commit()
+    query = "cats in the park by the river mill"
+    before = dict(idx.search(query, 100))
+    assert idx.idf_shift(query) == 0.0  # the first commit: nothing to compare with
+    if change == "add":
+        idx.add("new1", "a cat in the park")
+        idx.add("new2", "the mill by the river")
+    else:
+        idx.delete(["d0", "d9"])
+    idx.commit()
+    assert not idx.rebuilt  # a rebuild moves length norms too: the cache empties instead
+    after = dict(idx.search(query, 100))
+    moved = max(abs(after[c] - s) for c, s in before.items() if c in after)
+    shift = idx.idf_shift(query)
+    assert 0 < moved <= shift + 1e-6
+    assert shift < 0.5  # and it is a tight enough bound to be useful

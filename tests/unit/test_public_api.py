@@ -4,6 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import tomllib
 
 import pensive_core
@@ -114,3 +115,27 @@ def test_install_hints_name_existing_extras():
         )
     assert hinted, "no install hints found"
     assert hinted <= extras, hinted - extras
+
+
+def test_hits_are_immutable_but_still_dicts():
+    import copy
+    import json
+    import pickle
+
+    from pensive_core import Hit
+
+    h = Hit("d", "d#1", "text", 1.0, {"a": [1]}, None, {"bm25": 1})
+    assert isinstance(h.metadata, dict) and json.dumps(h.metadata) == '{"a": [1]}'
+    for change in (
+        lambda: h.metadata.__setitem__("b", 2),
+        lambda: h.metadata.update(b=2),
+        lambda: h.sources.pop("bm25"),
+        lambda: h.metadata.clear(),
+    ):
+        with pytest.raises(TypeError):
+            change()
+    assert pickle.loads(pickle.dumps(h)) == h
+    assert copy.deepcopy(h) == h
+    mine = dict(h.metadata)
+    mine["b"] = 2  # a copy is an ordinary dict
+    assert "b" not in h.metadata
