@@ -118,9 +118,11 @@ class QueryKey:
     The exact key is computed at once; the rest only when the exact key missed.
     """
 
-    def __init__(self, text: str, norm: str, scope: str) -> None:
+    def __init__(self, text: str, norm: str, k: int, as_of: str | None, scope: str) -> None:
         self.text = text
         self.norm = norm
+        self.k = k
+        self.as_of = as_of
         self.scope = scope
         self.exact = _hash(scope, norm)
 
@@ -146,7 +148,7 @@ def make_key(text: str, k: int, as_of: str | None, settings: Any) -> QueryKey:
 
     ``settings`` must have a stable ``repr`` (tuples, numbers, strings; dicts in a fixed order).
     """
-    return QueryKey(text, normalize_query(text), _hash(k, as_of, settings))
+    return QueryKey(text, normalize_query(text), k, as_of, _hash(k, as_of, settings))
 
 
 def cache_key(text: str, k: int, as_of: str | None, settings: Any) -> str:
@@ -223,9 +225,13 @@ class EntryView(NamedTuple):
 
     key: str
     text: str
+    k: int
+    as_of: str | None
+    scope: str
     deps: Deps
     tier: str
     confidence: float
+    freq: int
 
 
 @dataclass
@@ -234,6 +240,8 @@ class _Entry:
     bag: str
     scope: str
     text: str
+    k: int
+    as_of: str | None
     guards: frozenset[str] | None  # computed on first need
     words: tuple[str, ...]
     deps: Deps
@@ -294,6 +302,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS l1_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS l1 (
     key TEXT PRIMARY KEY, bag TEXT NOT NULL, scope TEXT NOT NULL, query TEXT NOT NULL,
+    k INTEGER NOT NULL, as_of TEXT,
     docs TEXT NOT NULL, qvec BLOB, dense_floor REAL NOT NULL, bm25_floor REAL NOT NULL,
     cands BLOB NOT NULL, bm25_scores BLOB NOT NULL, fused_gap REAL NOT NULL, method TEXT NOT NULL,
     confidence REAL NOT NULL, tier TEXT NOT NULL, created REAL NOT NULL, freq INTEGER NOT NULL,
@@ -305,7 +314,7 @@ CREATE TABLE IF NOT EXISTS l1_docs (doc_id TEXT NOT NULL, key TEXT NOT NULL,
 CREATE INDEX IF NOT EXISTS l1_docs_key ON l1_docs(key);
 """
 _COLUMNS = (
-    "key, bag, scope, query, docs, qvec, dense_floor, bm25_floor, cands, bm25_scores, fused_gap, "
+    "key, bag, scope, query, k, as_of, docs, qvec, dense_floor, bm25_floor, cands, bm25_scores, fused_gap, "
     "method, confidence, tier, created, freq"
 )
 
@@ -363,7 +372,7 @@ class L1Cache:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         cols = {r[1] for r in self.db.execute("PRAGMA table_info(l1)")}
-        if cols and "fused_gap" not in cols:  # a cache written by an older release: start over
+        if cols and "as_of" not in cols:  # a cache written by an older release: start over
             self.db.executescript("DROP TABLE l1; DELETE FROM l1_meta;")
         self.db.executescript(_SCHEMA)
         self.hits = self.misses = self.evictions = self.invalidated = 0
@@ -386,8 +395,8 @@ class L1Cache:
 
     def _load_rows(self, sql: str, args: tuple[Any, ...]) -> None:
         for row in self.db.execute(sql, args):
-            rowid, key, bag, scope, text, docs, qvec, dfl, bfl, cands, bm25, gap, method = row[:13]
-            conf, tier, created, freq = row[13:]
+            rowid, key, bag, scope, text, k, as_of, docs, qvec, dfl, bfl, cands = row[:12]
+            bm25, gap, method, conf, tier, created, freq = row[12:]
             self._max_rowid = max(self._max_rowid, rowid)
             deps = Deps(
                 frozenset(json.loads(docs)),
@@ -399,7 +408,9 @@ class L1Cache:
                 gap,
                 method,
             )
-            self._index(_Entry(key, bag, scope, text, None, (), deps, conf, tier, created, freq))
+            self._index(
+                _Entry(key, bag, scope, text, k, as_of, None, (), deps, conf, tier, created, freq)
+            )
 
     def _index(self, e: _Entry) -> None:
         old = self._entries.get(e.key)
@@ -502,8 +513,11 @@ class L1Cache:
         tier: str,
         deps: Deps,
         commit: int,
+        freq: int = 1,
     ) -> bool:
         """Store an answer computed at store commit ``commit``.
+
+        ``freq`` carries a refreshed entry's use count over, so it stays hot.
 
         Returns:
             False if the store changed since (the answer may be stale and is not kept).
@@ -513,13 +527,15 @@ class L1Cache:
             qk.bag,
             qk.scope,
             qk.text,
+            qk.k,
+            qk.as_of,
             qk.guards,
             qk.words,
             deps,
             confidence,
             tier,
             time.time(),
-            1,
+            freq,
             tuple(hits),
         )
         qvec = None if deps.qvec is None else np.asarray(deps.qvec, np.float32).tobytes()
@@ -529,12 +545,14 @@ class L1Cache:
             self.db.execute("DELETE FROM l1_docs WHERE key=?", (entry.key,))
             self.db.execute(
                 "INSERT OR REPLACE INTO l1 VALUES "
-                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     entry.key,
                     entry.bag,
                     entry.scope,
                     entry.text,
+                    entry.k,
+                    entry.as_of,
                     json.dumps(sorted(deps.docs)),
                     qvec,
                     deps.dense_floor,
@@ -546,7 +564,7 @@ class L1Cache:
                     confidence,
                     tier,
                     entry.created,
-                    1,
+                    freq,
                     json.dumps([_hit_to_json(h) for h in hits], ensure_ascii=False),
                 ),
             )
@@ -589,7 +607,8 @@ class L1Cache:
         """Every entry, for the caller to decide what a content change invalidates."""
         self.sync()
         return [
-            EntryView(e.key, e.text, e.deps, e.tier, e.confidence) for e in self._entries.values()
+            EntryView(e.key, e.text, e.k, e.as_of, e.scope, e.deps, e.tier, e.confidence, e.freq)
+            for e in self._entries.values()
         ]
 
     def keys_for_docs(self, doc_ids: Iterable[str]) -> set[str]:

@@ -119,6 +119,9 @@ class RouterConfig(_Section):
     # a commit changing more than this share of the passages empties L1 instead of checking each
     # entry (corpus statistics moved for every question)
     l1_bulk_fraction: float = Field(0.05, gt=0, le=1)
+    # after a commit, this many of the cached answers it affects (most used first) are answered
+    # again at once from their stored query vectors; the rest are dropped
+    l1_refresh: int = Field(256, ge=0)
     # escalate to the archive when the question asks for an identifier, figure or quote that the
     # top passages do not contain
     l3_exact: bool = True

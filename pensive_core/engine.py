@@ -10,7 +10,7 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -27,7 +27,7 @@ from .fusion import Fused, fuse
 from .loaders import iter_files, load_file
 from .router import RouterStats, confidence, exact_needles, fts_all, fts_any, missing_needles
 from .sparse.bm25 import BM25Index
-from .timeutil import ensure_utc, to_iso
+from .timeutil import ensure_utc, from_iso, to_iso
 from .tokenize import Tokenizer
 from .types import Chunk, Document, Hit, IngestReport, QueryResult
 
@@ -38,6 +38,13 @@ log = logging.getLogger(__name__)
 _MAX_QUERY_CHARS = 20_000
 _MAX_K = 1_000
 _INGEST_BATCH = 256
+
+
+class _Answer(NamedTuple):
+    hits: list[Hit]
+    confidence: float
+    tier: str
+    deps: Deps
 
 
 class Pensive:
@@ -85,6 +92,7 @@ class Pensive:
         self._changed = False  # content changed since the last commit
         self._reset_changes()
         self.l3_counts = {"exact": 0, "low_confidence": 0, "found": 0}
+        self.l1_refreshed = 0
         try:
             self._archive = Archive(self.path / "pensive.sqlite")
         except BaseException:
@@ -361,12 +369,35 @@ class Pensive:
         router = self.config.router
         changed = len(self._chg_added) + len(self._chg_removed)
         if self._bm25.rebuilt or changed > router.l1_bulk_fraction * max(1, self._bm25.n_live):
-            self._l1.invalidate_all(commit)
+            self._refresh_l1(self._l1.entries(), None, commit)  # every entry is affected
             return
         victims = self._l1.keys_for_docs(self._chg_docs)
-        entries = [e for e in self._l1.entries() if e.key not in victims]
-        victims.update(self._l1_affected(entries))
+        entries = self._l1.entries()
+        victims.update(self._l1_affected([e for e in entries if e.key not in victims]))
+        self._refresh_l1([e for e in entries if e.key in victims], victims, commit)
+
+    def _refresh_l1(self, affected: list[EntryView], victims: set[str] | None, commit: int) -> None:
+        """Drop the affected entries, then answer the most used of them again at once.
+
+        Up to ``router.l1_refresh`` entries (most used first) are recomputed with their stored
+        query vectors (no embedding) and stored under the new commit: popular questions stay
+        cached through ingestion, with answers that reflect it.
+        """
+        assert self._l1 is not None
         self._l1.invalidate(victims, commit)
+        budget = self.config.router.l1_refresh
+        settings = self._query_settings()
+        dense = self.config.fusion.weights.get("dense", 0.0) > 0 and self._backend is not None
+        for e in sorted(affected, key=lambda e: -e.freq):
+            if budget <= 0:
+                break
+            qk = make_key(e.text, e.k, e.as_of, settings)
+            if qk.scope != e.scope or (dense and e.deps.qvec is None):
+                continue  # asked under other settings, or would need the embedder
+            ans = self._answer(e.text, e.k, from_iso(e.as_of), {}, e.deps.qvec)
+            self._l1.put(qk, ans.hits, ans.confidence, ans.tier, ans.deps, commit, e.freq)
+            self.l1_refreshed += 1
+            budget -= 1
 
     def _l1_affected(self, entries: list[EntryView]) -> set[str]:
         removed = chunk_hashes(self._chg_removed)
@@ -511,24 +542,36 @@ class Pensive:
                         hits, "L1", cached.confidence, _ms(t0), text, cached_from=cached.source
                     )
                     return self._record(res)
-            fused: list[Fused] = []
-            lists: dict[str, list[tuple[str, float]]] = {}
-            qvec = None
-            if self._bm25.n_live or (self._backend is not None and self._backend.count()):
-                fused, lists, qvec = self._retrieve(text, timings)
-            t = time.perf_counter()
-            hits = self._hits(fused, k, cutoff)
-            timings["fetch_ms"] = _ms(t)
-            conf = confidence(fused, lists)
-            tier = "L2"
-            escalated = self._escalate(text, hits, conf, k, cutoff, timings)
-            if escalated is not None:
-                hits, conf = escalated
-                tier = "L3"
+            ans = self._answer(text, k, cutoff, timings)
             if qk is not None and l1 is not None:
-                deps = self._deps(hits, fused, lists, qvec)
-                l1.put(qk, hits, conf, tier, deps, self._commit_no)
-        return self._record(QueryResult(hits, tier, conf, _ms(t0), text, timings))
+                l1.put(qk, ans.hits, ans.confidence, ans.tier, ans.deps, self._commit_no)
+        res = QueryResult(ans.hits, ans.tier, ans.confidence, _ms(t0), text, timings)
+        return self._record(res)
+
+    def _answer(
+        self,
+        text: str,
+        k: int,
+        cutoff: datetime | None,
+        timings: dict[str, float],
+        qvec: np.ndarray | None = None,
+    ) -> _Answer:
+        """L2, then L3 if called for: the answer to a question that L1 did not have."""
+        fused: list[Fused] = []
+        lists: dict[str, list[tuple[str, float]]] = {}
+        if self._bm25.n_live or (self._backend is not None and self._backend.count()):
+            fused, lists, qvec = self._retrieve(text, timings, qvec)
+        t = time.perf_counter()
+        hits = self._hits(fused, k, cutoff)
+        timings["fetch_ms"] = _ms(t)
+        conf = confidence(fused, lists)
+        tier = "L2"
+        escalated = self._escalate(text, hits, conf, k, cutoff, timings)
+        if escalated is not None:
+            hits, conf = escalated
+            tier = "L3"
+        deps = self._deps(hits, fused, lists, qvec) if self._l1 is not None else Deps()
+        return _Answer(hits, conf, tier, deps)
 
     def _query_settings(self) -> tuple[Any, ...]:
         # everything besides the question that changes the answer belongs in the cache key
@@ -564,17 +607,17 @@ class Pensive:
         return res
 
     def _retrieve(
-        self, text: str, timings: dict[str, float]
+        self, text: str, timings: dict[str, float], qvec: np.ndarray | None = None
     ) -> tuple[list[Fused], dict[str, list[tuple[str, float]]], np.ndarray | None]:
         cfg = self.config.fusion
         depth = cfg.depth
         lists: dict[str, list[tuple[str, float]]] = {}
         weights = {name: cfg.weights.get(name, 1.0) for name in ("dense", "bm25")}
-        qvec = None
         if weights["dense"] > 0 and self._backend is not None:
-            t = time.perf_counter()
-            qvec = self._get_embedder().embed_query(text)
-            timings["embed_ms"] = _ms(t)
+            if qvec is None:
+                t = time.perf_counter()
+                qvec = self._get_embedder().embed_query(text)
+                timings["embed_ms"] = _ms(t)
             t = time.perf_counter()
             lists["dense"] = self._backend.search(qvec, depth)
             timings["dense_ms"] = _ms(t)
@@ -786,7 +829,9 @@ class Pensive:
             "fusion": self.config.fusion.method,
             "disk_bytes": size,
             "queries": self._stats.summary(),
-            "l1": None if self._l1 is None else self._l1.stats(),
+            "l1": None
+            if self._l1 is None
+            else {**self._l1.stats(), "refreshed": self.l1_refreshed},
             "l3": dict(self.l3_counts),
         }
 

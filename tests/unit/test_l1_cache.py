@@ -65,9 +65,12 @@ def test_repeat_is_served_from_l1_with_the_same_hits(tmp_path):
         assert stats["queries"]["L1"]["p50_ms"] < stats["queries"]["L2"]["p50_ms"]
 
 
+@pytest.mark.parametrize("refresh", [0, 256])
 @pytest.mark.parametrize("change", ["add", "replace", "delete"])
-def test_any_content_change_invalidates(tmp_path, change):
-    with Pensive(tmp_path, config=L1_CONFIG) as p:
+def test_any_content_change_invalidates(tmp_path, change, refresh):
+    with Pensive(
+        tmp_path, config={**HASH_CONFIG, "router": {"l1": True, "l1_refresh": refresh}}
+    ) as p:
         p.ingest(docs_corpus())
         q = "green tea antioxidants"
         assert p.query(q).tier == "L2"
@@ -79,7 +82,11 @@ def test_any_content_change_invalidates(tmp_path, change):
         else:
             p.delete("tea")
         res = p.query(q)
-        assert res.tier == "L2"  # never the stale answer
+        # never the stale answer: dropped, or answered again at the commit
+        assert res.tier == ("L1" if refresh else "L2")
+        l1, p._l1 = p._l1, None
+        assert [h.chunk_id for h in p.query(q).hits] == [h.chunk_id for h in res.hits]
+        p._l1 = l1
         ids = {h.doc_id for h in res.hits}
         assert ("tea2" in ids) if change == "add" else True
         assert ("tea" not in ids) if change == "delete" else True

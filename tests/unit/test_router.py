@@ -10,7 +10,8 @@ from pensive_core.router import exact_needles, missing_needles
 from pensive_core.types import Hit
 from tests.conftest import HASH_CONFIG, docs_corpus
 
-L1_CONFIG = {**HASH_CONFIG, "router": {"l1": True}}
+# refresh off: these tests check which entries a change drops (refresh is tested on its own)
+L1_CONFIG = {**HASH_CONFIG, "router": {"l1": True, "l1_refresh": 0}}
 # a candidate depth below the corpus size, so the candidate lists are full and a new passage
 # must earn its place in them to invalidate anything
 SELECTIVE = {**L1_CONFIG, "fusion": {"depth": 2}}
@@ -84,6 +85,22 @@ def test_replacing_metadata_of_a_returned_document_invalidates(tmp_path):
         p.ingest([Document(id="bird", text=bird.text, metadata={"topic": "birds"})])
         res = p.query(q, k=1)
         assert res.tier == "L2" and res.hits[0].metadata["topic"] == "birds"
+
+
+def test_affected_entries_are_answered_again_most_used_first(tmp_path):
+    cfg = {**SELECTIVE, "router": {"l1": True, "l1_refresh": 1}}
+    with Pensive(tmp_path, config=cfg) as p:
+        p.ingest(_corpus())
+        hot, cold = "arctic tern migration", "arctic tern nesting"
+        for _ in range(3):
+            p.query(hot)
+        p.query(cold)
+        p.ingest([Document(id="tern2", text="Arctic tern migration and nesting: new study.")])
+        assert p.stats()["l1"]["refreshed"] == 1
+        res = p.query(hot)
+        assert res.tier == "L1" and "tern2" in {h.doc_id for h in res.hits}
+        assert [h.chunk_id for h in res.hits] == _fresh(p, hot)
+        assert p.query(cold).tier == "L2"  # over the refresh budget: dropped
 
 
 def test_bulk_change_empties_the_cache(tmp_path):
