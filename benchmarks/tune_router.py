@@ -22,9 +22,19 @@ from benchmarks.tune_scifact import score
 
 SETTINGS: dict[str, dict[str, Any]] = {
     "no L3": {"l3_exact": False, "l3_below": 0.0},
-    "L3 for exact strings (identifiers, figures, quotes)": {"l3_exact": True, "l3_below": 0.0},
-    "L3 exact + below confidence 0.3": {"l3_exact": True, "l3_below": 0.3},
-    "L3 exact + below confidence 0.5": {"l3_exact": True, "l3_below": 0.5},
+    **{
+        f"L3 for exact strings, first below confidence {t}": {
+            "l3_exact": True,
+            "l3_first_below": t,
+            "l3_below": 0.0,
+        }
+        for t in (1.0, 0.8, 0.7, 0.6, 0.5, 0.0)
+    },
+    "L3 exact (first below 0.6) + below confidence 0.3": {
+        "l3_exact": True,
+        "l3_first_below": 0.6,
+        "l3_below": 0.3,
+    },
 }
 K = 10
 
@@ -58,6 +68,7 @@ def main(argv: list[str] | None = None) -> None:
         }
         print(label, rows[label], flush=True)
     p.close()
+    # ties go to the earlier setting (the list runs from least to most escalation)
     best = max(rows, key=lambda r: rows[r]["tune_nDCG@10"])
     payload = {
         "benchmark": "tune_router",

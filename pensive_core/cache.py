@@ -33,10 +33,8 @@ import re
 import sqlite3
 import time
 import unicodedata
-import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from difflib import SequenceMatcher
 from functools import cached_property
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -99,12 +97,15 @@ def _guards(text: str) -> frozenset[str]:
 
 
 def _sketch(words: Sequence[str]) -> np.ndarray:
-    vec = np.zeros(_SKETCH_DIM, dtype=np.float32)
-    for w in words:
-        padded = f"#{w}#"
-        for i in range(max(1, len(padded) - 2)):
-            vec[zlib.crc32(padded[i : i + 3].encode()) % _SKETCH_DIM] += 1.0
-    norm = float(np.linalg.norm(vec))
+    # hashed character trigrams; Python's string hash is salted per process, which is fine:
+    # sketches live in memory only and are rebuilt from the question text on load
+    grams = [
+        hash(p[i : i + 3]) & (_SKETCH_DIM - 1)
+        for p in (f"#{w}#" for w in words)
+        for i in range(len(p) - 2)
+    ]
+    vec = np.bincount(grams, minlength=_SKETCH_DIM).astype(np.float32)
+    norm = float(np.sqrt(vec @ vec))
     return vec / norm if norm else vec
 
 
@@ -124,7 +125,7 @@ class QueryKey:
         self.k = k
         self.as_of = as_of
         self.scope = scope
-        self.exact = _hash(scope, norm)
+        self.exact = scope + ":" + norm  # the normal form itself: no hashing on the hot path
 
     @cached_property
     def words(self) -> tuple[str, ...]:
@@ -148,7 +149,18 @@ def make_key(text: str, k: int, as_of: str | None, settings: Any) -> QueryKey:
 
     ``settings`` must have a stable ``repr`` (tuples, numbers, strings; dicts in a fixed order).
     """
-    return QueryKey(text, normalize_query(text), k, as_of, _hash(k, as_of, settings))
+    try:
+        scope = _SCOPES.get((k, as_of, settings))
+    except TypeError:  # unhashable settings: hash their repr every time
+        return QueryKey(text, normalize_query(text), k, as_of, _hash(k, as_of, settings))
+    if scope is None:
+        if len(_SCOPES) > 4096:
+            _SCOPES.clear()
+        scope = _SCOPES[(k, as_of, settings)] = _hash(k, as_of, settings)
+    return QueryKey(text, normalize_query(text), k, as_of, scope)
+
+
+_SCOPES: dict[tuple[Any, ...], str] = {}
 
 
 def cache_key(text: str, k: int, as_of: str | None, settings: Any) -> str:
@@ -161,9 +173,24 @@ def _close_words(a: str, b: str) -> bool:
         return True
     if min(len(a), len(b)) < 5 or abs(len(a) - len(b)) > 1:
         return False  # short words must match exactly: "is"/"was", "cat"/"car"
-    if any(ch.isdigit() for ch in a + b):
+    if _DIGIT_RE.search(a) or _DIGIT_RE.search(b):
         return False
-    return SequenceMatcher(None, a, b).ratio() >= 0.8  # one edit in a word of 5 or more
+    return _one_edit(a, b)
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """One substitution, insertion, deletion or swap of neighbours turns ``a`` into ``b``."""
+    if len(a) > len(b):
+        a, b = b, a
+    i = 0
+    while i < len(a) and a[i] == b[i]:
+        i += 1
+    if len(a) < len(b):
+        return a[i:] == b[i + 1 :]
+    if a[i + 1 :] == b[i + 1 :]:
+        return True  # a substitution
+    swapped = i + 1 < len(a) and a[i] == b[i + 1] and a[i + 1] == b[i]
+    return swapped and a[i + 2 :] == b[i + 2 :]
 
 
 def _same_words(a: Sequence[str], b: Sequence[str]) -> bool:
@@ -298,6 +325,7 @@ class _Sketches:
         return [k for k in (self.keys[r] for r in rows[:16]) if k is not None]
 
 
+_FORMAT = 2  # bump whenever keys or columns change: an older cache is dropped, not misread
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS l1_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS l1 (
@@ -371,10 +399,13 @@ class L1Cache:
         )
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
-        cols = {r[1] for r in self.db.execute("PRAGMA table_info(l1)")}
-        if cols and "as_of" not in cols:  # a cache written by an older release: start over
-            self.db.executescript("DROP TABLE l1; DELETE FROM l1_meta;")
         self.db.executescript(_SCHEMA)
+        row = self.db.execute("SELECT value FROM l1_meta WHERE key='format'").fetchone()
+        if row is None or row[0] != _FORMAT:  # written by another release: start over
+            self.db.executescript(
+                "DROP TABLE l1; DROP TABLE l1_docs; DELETE FROM l1_meta;" + _SCHEMA
+            )
+            self.db.execute("INSERT INTO l1_meta VALUES ('format', ?)", (_FORMAT,))
         self.hits = self.misses = self.evictions = self.invalidated = 0
         self.matches = {"exact": 0, "bag": 0, "fuzzy": 0}
         self._load_all()
@@ -429,6 +460,10 @@ class L1Cache:
             del self._bags[e.bag]
         self._sk.remove(e.row)
 
+    def _others_wrote(self) -> bool:
+        # whether another connection committed since this one last looked (cheap: no table read)
+        return bool(self.db.execute("PRAGMA data_version").fetchone()[0] != self._data_version)
+
     def sync(self) -> None:
         """Catch up with other processes: reload after their invalidations, add their entries."""
         version = self.db.execute("PRAGMA data_version").fetchone()[0]
@@ -451,7 +486,7 @@ class L1Cache:
         """
         match = "exact"
         entry = self._entries.get(qk.exact)
-        if entry is None:
+        if entry is None and self._others_wrote():
             self._load_rows("SELECT rowid, " + _COLUMNS + " FROM l1 WHERE key=?", (qk.exact,))
             entry = self._entries.get(qk.exact)
         if entry is None:

@@ -111,7 +111,7 @@ class FusionConfig(_Section):
 class RouterConfig(_Section):
     """Tier routing: the L1 hot cache in front of L2, and when to escalate to the L3 archive."""
 
-    l1: bool = False  # the hot cache in front of L2
+    l1: bool = True  # the hot cache in front of L2 (benchmarks/results/router.md)
     l1_capacity: int = Field(10_000, ge=1)  # entries kept in SQLite
     l1_hot: int = Field(2_000, ge=1)  # entries whose answers are also held in memory
     l1_ttl_s: float = Field(86_400.0, gt=0)
@@ -125,6 +125,9 @@ class RouterConfig(_Section):
     # escalate to the archive when the question asks for an identifier, figure or quote that the
     # top passages do not contain
     l3_exact: bool = True
+    # ... and puts the archive's passages first when L2's confidence is below this, else after
+    # L2's top passage
+    l3_first_below: float = Field(0.7, ge=0, le=1)  # chosen in benchmarks/tune_router
     # ... and when the L2 confidence is below this (0: never for confidence alone)
     l3_below: float = Field(0.0, ge=0, le=1)
 

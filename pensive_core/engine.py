@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 _MAX_QUERY_CHARS = 20_000
 _MAX_K = 1_000
 _INGEST_BATCH = 256
+_L3_PASSAGES = 2  # archive passages an exact-string escalation adds to L2's answer
 
 
 class _Answer(NamedTuple):
@@ -649,9 +650,12 @@ class Pensive:
         words = self._words.tokenize(text)
         if missing:
             self.l3_counts["exact"] += 1
-            found = self._archive.search_documents(fts_all(missing), k)
+            # documents holding every missing string, ranked by BM25 over the whole question
+            # (the needles are among the words, so no needle-holding document is excluded)
+            rank_by = f" AND ({fts_any(words)})" if words else ""
+            found = self._archive.search_documents(fts_all(missing) + rank_by, k)
             if not found and len(missing) > 1:
-                found = self._archive.search_documents(fts_any(missing), k)
+                found = self._archive.search_documents(f"({fts_any(missing)}){rank_by}", k)
         else:
             self.l3_counts["low_confidence"] += 1
             found = self._archive.search_documents(fts_any(words), k) if words else []
@@ -668,10 +672,15 @@ class Pensive:
         # a passage both tiers found keeps the archive's expanded text and both sets of ranks
         l3 = [_with_sources(h, l2[h.chunk_id].sources) if h.chunk_id in l2 else h for h in l3]
         if missing:
-            # what was asked for, verbatim, first; then the rest of L2's answer
-            seen = {h.chunk_id for h in l3}
-            merged = (l3 + [h for h in hits if h.chunk_id not in seen])[:k]
-            verified = not missing_needles(missing, l3[:1])
+            # the archive's best passages holding what was asked: first when L2 was unsure,
+            # after L2's top passage when it was confident (a confident L2 answer usually
+            # names the thing differently: SciFact, benchmarks/results/tune_router.md)
+            lead = l3[:_L3_PASSAGES]
+            seen = {h.chunk_id for h in lead}
+            rest = [h for h in hits if h.chunk_id not in seen]
+            at = 0 if conf < router.l3_first_below else 1
+            merged = (rest[:at] + lead + rest[at:])[:k]
+            verified = not missing_needles(missing, lead[:1])
             return merged, max(conf, 0.9 if verified else 0.6)
         # low confidence: interleave by reciprocal rank; agreement on the top raises confidence
         rrf: dict[str, float] = {}

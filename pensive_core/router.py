@@ -23,6 +23,7 @@ from .types import Hit
 
 __all__ = ["confidence", "exact_needles", "missing_needles", "fts_all", "fts_any", "RouterStats"]
 
+_DIGIT_RE = re.compile(r"\d")
 _QUOTED_RE = re.compile(r"[\"“”]([^\"“”]{2,200})[\"“”]")
 
 
@@ -44,15 +45,21 @@ def confidence(fused: Sequence[Fused], lists: Mapping[str, Sequence[tuple[str, f
 
 
 def exact_needles(text: str) -> list[str]:
-    """The exact strings a question asks for: quoted phrases, identifiers and figures.
+    """The exact strings a question asks for: quoted phrases, identifiers and long numbers.
 
-    "Was INV-4471 paid?" asks for "inv-4471"; 'who said "the medium is the message"' for the
-    quote; "revenue in Q3 2024" for "q3" and "2024". Single digits are too common to be asked for.
+    An identifier mixes letters and digits ("INV-4471", "Q3", "BRCA1", "COVID-19"); a number
+    counts when it has four or more digits or a decimal point ("2024", "3.5"). Short plain
+    numbers ("5", "10%") are quantities a passage may state in other words, not strings to find:
+    on SciFact, escalating for them lowered nDCG@10 (benchmarks/results/tune_router.md).
     """
     nfkc = unicodedata.normalize("NFKC", text)
     out: list[str] = [q.casefold().strip() for q in _QUOTED_RE.findall(nfkc)]
     for tok in TOKEN_RE.findall(nfkc):
-        if len(tok) >= 2 and any(ch.isdigit() for ch in tok):
+        if not _DIGIT_RE.search(tok):
+            continue
+        has_alpha = any(ch.isalpha() for ch in tok)
+        digits = sum(ch.isdigit() for ch in tok)
+        if has_alpha or digits >= 4 or "." in tok:
             low = tok.casefold()
             if low not in out:
                 out.append(low)

@@ -77,7 +77,7 @@ def test_stats_and_query_beside_a_writer(tmp_path):
         out = run("stats", "-s", str(store), cwd=tmp_path)
         assert out.returncode == 0, out.stderr
         assert cells(out.stdout, "documents") == ["documents", "8"]
-        assert "L1 cache: off" in out.stdout and "queries: none yet" in out.stdout
+        assert "L1 cache: 0 / 10000 entries" in out.stdout and "queries: none yet" in out.stdout
         out = run("query", "INV-4471", "-s", str(store), "-k", "1", cwd=tmp_path)
         assert out.returncode == 0, out.stderr
         assert cells(out.stdout, "1")[3] == "inv"

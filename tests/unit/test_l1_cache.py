@@ -259,9 +259,12 @@ def test_invalidation_elsewhere_reaches_a_process_holding_the_entry_in_memory(tm
     b.close()
 
 
-def test_l1_off_by_default(tmp_path):
-    with Pensive(tmp_path, config=HASH_CONFIG) as p:
+def test_l1_on_by_default_and_can_be_switched_off(tmp_path):
+    with Pensive(tmp_path / "on", config=HASH_CONFIG) as p:
         p.ingest(docs_corpus())
-        assert p.query("arctic tern").tier == "L2"
-        assert p.query("arctic tern").tier == "L2"
+        assert [p.query("arctic tern").tier for _ in range(2)] == ["L2", "L1"]
+    off = {**HASH_CONFIG, "router": {"l1": False}}
+    with Pensive(tmp_path / "off", config=off) as p:
+        p.ingest(docs_corpus())
+        assert [p.query("arctic tern").tier for _ in range(2)] == ["L2", "L2"]
         assert p.stats()["l1"] is None

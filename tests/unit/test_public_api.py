@@ -59,7 +59,8 @@ def test_defaults_are_pinned():
     assert cfg.bm25.method == "lucene"
     assert (cfg.bm25.k1, cfg.bm25.b) == (0.9, 0.4)
     assert cfg.chunking.target_tokens == 0
-    assert cfg.router.l1 is False  # on once benchmarks/router has measured it
+    assert cfg.router.l1 is True  # measured: benchmarks/results/router.md
+    assert (cfg.router.l1_refresh, cfg.router.l3_below) == (256, 0.0)
 
 
 def test_error_tree():

@@ -175,12 +175,14 @@ def test_low_confidence_escalation_is_configurable(tmp_path):
 
 
 def test_exact_needles_and_missing():
-    assert exact_needles('Was INV-4471 paid in Q3 2024? "net of tax" 7') == [
+    assert exact_needles('Was INV-4471 paid in Q3 2024? "net of tax" 7, 10% or 3.5') == [
         "net of tax",
         "inv-4471",
         "q3",
         "2024",
+        "3.5",
     ]
+    assert exact_needles("Does BRCA1 raise risk in 5 of 10 carriers?") == ["brca1"]
     hits = [Hit("d", "d#1", "Invoice INV-4471 was paid in Q3.", 1.0)]
     assert missing_needles(["inv-4471", "q3", "2024"], hits) == ["2024"]
 
