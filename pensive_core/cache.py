@@ -4,8 +4,8 @@ Lookup order for a question:
 
 1. **exact key**: the question normalised for case, Unicode form, whitespace and punctuation;
 2. **bag key**: the same words in any order, without filler words ("the", "please", "tell me");
-3. **near duplicate**: a question whose every content word equals, or is one typo away from, a
-   word of a cached question (found through hashed character-trigram sketches).
+3. **near duplicate**: the same words but one, and that one a typo away (found through the
+   question's bag of words with each word left out in turn).
 
 Numbers, dates, identifiers, capitalised names and negations are *guards*: two questions whose
 guards differ ("Q3 2024" and "Q4 2024", "INV-4471" and "INV-4472", "did X" and "did X not",
@@ -65,8 +65,6 @@ _NEGATION_RE = re.compile(
 _DIGIT_RE = re.compile(r"\d")
 _NT_RE = re.compile(r"n[’']t\b")
 _QUOTED_RE = re.compile(r"[\"“”]([^\"“”]{2,200})[\"“”]")
-_SKETCH_DIM = 256
-_FUZZY_SKETCH_MIN = 0.75  # candidates for the word-by-word check; the check decides
 
 
 def normalize_query(text: str) -> str:
@@ -94,19 +92,6 @@ def _guards(text: str) -> frozenset[str]:
         out.add("<not>")
     out.update("<q>" + q.casefold().strip() for q in _QUOTED_RE.findall(nfkc))
     return frozenset(out)
-
-
-def _sketch(words: Sequence[str]) -> np.ndarray:
-    # hashed character trigrams; Python's string hash is salted per process, which is fine:
-    # sketches live in memory only and are rebuilt from the question text on load
-    grams = [
-        hash(p[i : i + 3]) & (_SKETCH_DIM - 1)
-        for p in (f"#{w}#" for w in words)
-        for i in range(len(p) - 2)
-    ]
-    vec = np.bincount(grams, minlength=_SKETCH_DIM).astype(np.float32)
-    norm = float(np.sqrt(vec @ vec))
-    return vec / norm if norm else vec
 
 
 def _hash(*parts: Any) -> str:
@@ -137,11 +122,20 @@ class QueryKey:
         return _guards(self.text)
 
     @cached_property
-    def bag(self) -> str:
-        return _hash(self.scope, sorted(self.words), sorted(self.guards))
+    def bag(self) -> tuple[str, tuple[str, ...]]:
+        """The words in any order (an in-memory key, rebuilt from the text on load)."""
+        return (self.scope, tuple(sorted(self.words)))
 
-    def sketch(self) -> np.ndarray:
-        return _sketch(self.words)
+    def near_keys(self) -> list[tuple[str, tuple[str, ...]]]:
+        """The bag with each word left out in turn: a one-word difference meets one of them."""
+        return _near_keys(self.scope, self.words)
+
+
+def _near_keys(scope: str, words: Sequence[str]) -> list[tuple[str, tuple[str, ...]]]:
+    if len(words) < 2:
+        return []
+    ordered = sorted(words)
+    return [(scope, tuple(ordered[:i] + ordered[i + 1 :])) for i in range(len(ordered))]
 
 
 def make_key(text: str, k: int, as_of: str | None, settings: Any) -> QueryKey:
@@ -264,7 +258,6 @@ class EntryView(NamedTuple):
 @dataclass
 class _Entry:
     key: str
-    bag: str
     scope: str
     text: str
     k: int
@@ -277,7 +270,7 @@ class _Entry:
     created: float
     freq: int
     hits: tuple[Hit, ...] | None = None  # None: not in the hot set, read from SQLite
-    row: int = -1  # its row in the sketch matrix
+    bag: tuple[str, tuple[str, ...]] = ("", ())
 
 
 @dataclass(frozen=True)
@@ -291,45 +284,11 @@ class Cached:
     source: str  # the question the answer was computed for
 
 
-@dataclass
-class _Sketches:
-    keys: list[str | None] = field(default_factory=list)
-    mat: np.ndarray = field(default_factory=lambda: np.zeros((64, _SKETCH_DIM), np.float32))
-    free: list[int] = field(default_factory=list)
-
-    def add(self, key: str, vec: np.ndarray) -> int:
-        if self.free:
-            row = self.free.pop()
-            self.keys[row] = key
-        else:
-            row = len(self.keys)
-            self.keys.append(key)
-            if row >= len(self.mat):
-                self.mat = np.concatenate([self.mat, np.zeros_like(self.mat)])
-        self.mat[row] = vec
-        return row
-
-    def remove(self, row: int) -> None:
-        if 0 <= row < len(self.keys) and self.keys[row] is not None:
-            self.keys[row] = None
-            self.mat[row] = 0.0
-            self.free.append(row)
-
-    def near(self, vec: np.ndarray, floor: float) -> list[str]:
-        n = len(self.keys)
-        if not n:
-            return []
-        sims = self.mat[:n] @ vec
-        rows = np.flatnonzero(sims >= floor)
-        rows = rows[np.argsort(-sims[rows])]
-        return [k for k in (self.keys[r] for r in rows[:16]) if k is not None]
-
-
-_FORMAT = 2  # bump whenever keys or columns change: an older cache is dropped, not misread
+_FORMAT = 3  # bump whenever keys or columns change: an older cache is dropped, not misread
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS l1_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS l1 (
-    key TEXT PRIMARY KEY, bag TEXT NOT NULL, scope TEXT NOT NULL, query TEXT NOT NULL,
+    key TEXT PRIMARY KEY, scope TEXT NOT NULL, query TEXT NOT NULL,
     k INTEGER NOT NULL, as_of TEXT,
     docs TEXT NOT NULL, qvec BLOB, dense_floor REAL NOT NULL, bm25_floor REAL NOT NULL,
     cands BLOB NOT NULL, bm25_scores BLOB NOT NULL, fused_gap REAL NOT NULL, method TEXT NOT NULL,
@@ -342,7 +301,7 @@ CREATE TABLE IF NOT EXISTS l1_docs (doc_id TEXT NOT NULL, key TEXT NOT NULL,
 CREATE INDEX IF NOT EXISTS l1_docs_key ON l1_docs(key);
 """
 _COLUMNS = (
-    "key, bag, scope, query, k, as_of, docs, qvec, dense_floor, bm25_floor, cands, bm25_scores, fused_gap, "
+    "key, scope, query, k, as_of, docs, qvec, dense_floor, bm25_floor, cands, bm25_scores, fused_gap, "
     "method, confidence, tier, created, freq"
 )
 
@@ -417,8 +376,8 @@ class L1Cache:
 
     def _load_all(self) -> None:
         self._entries: dict[str, _Entry] = {}
-        self._bags: dict[str, str] = {}
-        self._sk = _Sketches()
+        self._bags: dict[tuple[str, tuple[str, ...]], str] = {}
+        self._near: dict[tuple[str, tuple[str, ...]], set[str]] = {}
         self._max_rowid = 0
         self.commit = self._read_commit()
         self._load_rows("SELECT rowid, " + _COLUMNS + " FROM l1", ())
@@ -426,8 +385,8 @@ class L1Cache:
 
     def _load_rows(self, sql: str, args: tuple[Any, ...]) -> None:
         for row in self.db.execute(sql, args):
-            rowid, key, bag, scope, text, k, as_of, docs, qvec, dfl, bfl, cands = row[:12]
-            bm25, gap, method, conf, tier, created, freq = row[12:]
+            rowid, key, scope, text, k, as_of, docs, qvec, dfl, bfl, cands = row[:11]
+            bm25, gap, method, conf, tier, created, freq = row[11:]
             self._max_rowid = max(self._max_rowid, rowid)
             deps = Deps(
                 frozenset(json.loads(docs)),
@@ -440,7 +399,7 @@ class L1Cache:
                 method,
             )
             self._index(
-                _Entry(key, bag, scope, text, k, as_of, None, (), deps, conf, tier, created, freq)
+                _Entry(key, scope, text, k, as_of, None, (), deps, conf, tier, created, freq)
             )
 
     def _index(self, e: _Entry) -> None:
@@ -449,16 +408,24 @@ class L1Cache:
             self._unindex(old)
         if not e.words:
             e.words = tuple(w for w in normalize_query(e.text).split() if w not in _FILLER)
+        e.bag = (e.scope, tuple(sorted(e.words)))
         self._entries[e.key] = e
         self._bags[e.bag] = e.key
         if self.fuzzy:
-            e.row = self._sk.add(e.key, _sketch(e.words))
+            for nk in _near_keys(e.scope, e.words):
+                self._near.setdefault(nk, set()).add(e.key)
 
     def _unindex(self, e: _Entry) -> None:
         self._entries.pop(e.key, None)
         if self._bags.get(e.bag) == e.key:
             del self._bags[e.bag]
-        self._sk.remove(e.row)
+        if self.fuzzy:
+            for nk in _near_keys(e.scope, e.words):
+                keys = self._near.get(nk)
+                if keys is not None:
+                    keys.discard(e.key)
+                    if not keys:
+                        del self._near[nk]
 
     def _others_wrote(self) -> bool:
         # whether another connection committed since this one last looked (cheap: no table read)
@@ -515,14 +482,15 @@ class L1Cache:
         return Cached(hits, entry.confidence, entry.tier, match, entry.text)
 
     def _fuzzy(self, qk: QueryKey) -> _Entry | None:
-        for key in self._sk.near(qk.sketch(), _FUZZY_SKETCH_MIN):
-            e = self._entries.get(key)
-            if e is None or e.scope != qk.scope:
-                continue
-            if e.guards is None:
-                e.guards = _guards(e.text)
-            if e.guards == qk.guards and _same_words(e.words, qk.words):
-                return e
+        for nk in qk.near_keys():
+            for key in self._near.get(nk, ()):
+                e = self._entries.get(key)
+                if e is None or e.scope != qk.scope or not _same_words(e.words, qk.words):
+                    continue
+                if e.guards is None:
+                    e.guards = _guards(e.text)
+                if e.guards == qk.guards:
+                    return e
         return None
 
     def _load_hits(self, entry: _Entry) -> tuple[Hit, ...] | None:
@@ -559,7 +527,6 @@ class L1Cache:
         """
         entry = _Entry(
             qk.exact,
-            qk.bag,
             qk.scope,
             qk.text,
             qk.k,
@@ -580,10 +547,9 @@ class L1Cache:
             self.db.execute("DELETE FROM l1_docs WHERE key=?", (entry.key,))
             self.db.execute(
                 "INSERT OR REPLACE INTO l1 VALUES "
-                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     entry.key,
-                    entry.bag,
                     entry.scope,
                     entry.text,
                     entry.k,

@@ -363,13 +363,16 @@ class Pensive:
         see it); a new document contains an identifier, figure or quote the question asks for
         (the archive search would find it); or it came from the archive or was escalated for low
         confidence (archive searches depend on every document). A commit that changes more than
-        ``router.l1_bulk_fraction`` of the passages, or rebuilds BM25 segments (length norms of
-        old passages move), empties the cache.
+        ``router.l1_bulk_fraction`` of the passages, rebuilds BM25 segments (length norms of
+        old passages move), or changes an HNSW index (an insert moves other queries' search
+        paths) affects every entry.
         """
         assert self._l1 is not None
         router = self.config.router
         changed = len(self._chg_added) + len(self._chg_removed)
-        if self._bm25.rebuilt or changed > router.l1_bulk_fraction * max(1, self._bm25.n_live):
+        approximate = getattr(self._backend, "kind", None) == "hnsw"  # inserts move search paths
+        bulk = changed > router.l1_bulk_fraction * max(1, self._bm25.n_live)
+        if self._bm25.rebuilt or bulk or approximate:
             self._refresh_l1(self._l1.entries(), None, commit)  # every entry is affected
             return
         victims = self._l1.keys_for_docs(self._chg_docs)
