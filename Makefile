@@ -8,6 +8,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
 STAMP := $(VENV)/.pensive-setup
+BENCH ?= .bench
 STORE ?= .pensive-demo
 QUESTION ?= How do I keep the night ferry schedule from going stale?
 
@@ -33,7 +34,9 @@ bench-setup: $(STAMP)
 	$(BIN)/python -m pip install --quiet -r benchmarks/requirements.txt "$(TORCH)"
 
 bench: bench-setup
-	$(BIN)/python -m benchmarks.scifact
+	$(BIN)/python -m benchmarks.scifact --store $(BENCH)/scifact
+	$(BIN)/python -m benchmarks.tune_router --store $(BENCH)/scifact
+	$(BIN)/python -m benchmarks.router --store $(BENCH)/router --base-store $(BENCH)/scifact
 
 lint: $(STAMP)
 	$(BIN)/ruff check pensive_core pensive_llamaindex pensive_langchain tests benchmarks

@@ -378,6 +378,7 @@ class L1Cache:
         self._entries: dict[str, _Entry] = {}
         self._bags: dict[tuple[str, tuple[str, ...]], str] = {}
         self._near: dict[tuple[str, tuple[str, ...]], set[str]] = {}
+        self._aliases: dict[str, tuple[str, str]] = {}  # exact key -> (entry key, match)
         self._max_rowid = 0
         self.commit = self._read_commit()
         self._load_rows("SELECT rowid, " + _COLUMNS + " FROM l1", ())
@@ -453,6 +454,12 @@ class L1Cache:
         """
         match = "exact"
         entry = self._entries.get(qk.exact)
+        if entry is None:
+            # this exact text matched by bag or typo before: go straight to that entry
+            alias = self._aliases.get(qk.exact)
+            if alias is not None:
+                entry = self._entries.get(alias[0])
+                match = alias[1]
         if entry is None and self._others_wrote():
             self._load_rows("SELECT rowid, " + _COLUMNS + " FROM l1 WHERE key=?", (qk.exact,))
             entry = self._entries.get(qk.exact)
@@ -476,6 +483,10 @@ class L1Cache:
         if hits is None:
             self.misses += 1
             return None
+        if match != "exact" and qk.exact not in self._aliases:
+            if len(self._aliases) >= 4 * self.capacity:
+                self._aliases.clear()  # aliases of dropped entries dangle harmlessly until now
+            self._aliases[qk.exact] = (entry.key, match)
         entry.freq += 1
         self.hits += 1
         self.matches[match] += 1

@@ -202,6 +202,8 @@ def test_variants_match(tmp_path, stored, asked, match):
     got = _get(c, asked)
     assert got is not None and got.match == match
     assert got.hits[0].text == f"answer to {stored}"
+    again = _get(c, asked)  # the same text again goes straight to that entry
+    assert again is not None and again.match == match and again.hits == got.hits
     c.close()
 
 
