@@ -30,6 +30,7 @@ __all__ = [
     "RouterConfig",
     "load_config",
     "STRUCTURAL_KEYS",
+    "ChromaConfig",
 ]
 
 
@@ -50,11 +51,23 @@ class FaissConfig(_Section):
     ef_search: int = Field(128, ge=8)
 
 
+class ChromaConfig(_Section):
+    """Chroma: embedded (``persistent``, files in the store folder) or a server (``http``)."""
+
+    mode: Literal["persistent", "http"] = "persistent"
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+    ssl: bool = False
+    collection: str = Field("pensive", min_length=3, max_length=63)  # one per store on a server
+
+
 class BackendConfig(_Section):
-    """Which vector backend holds the dense vectors (``faiss``, ``memory`` or ``module:Class``)."""
+    """Which vector backend holds the dense vectors (``faiss``, ``chroma``, ``memory`` or
+    ``module:Class``)."""
 
     name: str = "faiss"
     faiss: FaissConfig = FaissConfig()
+    chroma: ChromaConfig = ChromaConfig()
 
 
 class EmbedderConfig(_Section):

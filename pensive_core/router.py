@@ -68,6 +68,9 @@ def exact_needles(text: str) -> list[str]:
 
 def missing_needles(needles: Iterable[str], hits: Sequence[Hit]) -> list[str]:
     """Needles that no hit's text contains (case-insensitively)."""
+    needles = list(needles)
+    if not needles:
+        return []  # most questions: nothing to look for, no passage to fold
     texts = [unicodedata.normalize("NFKC", h.text).casefold() for h in hits]
     return [n for n in needles if not any(n in t for t in texts)]
 

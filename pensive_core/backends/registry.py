@@ -14,6 +14,7 @@ __all__ = ["BACKENDS", "create_backend", "resolve_backend_class"]
 BACKENDS: dict[str, str] = {
     "faiss": "pensive_core.backends.faiss:FaissBackend",
     "memory": "pensive_core.backends.memory:MemoryBackend",
+    "chroma": "pensive_core.backends.chroma:ChromaBackend",
 }
 
 

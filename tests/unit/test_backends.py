@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from pensive_core.backends import VectorBackend, create_backend
-from pensive_core.config import FaissConfig
+from pensive_core.config import ChromaConfig, FaissConfig
 
 DIM = 16
 
@@ -113,6 +113,35 @@ class TestFaissAuto(Conformance):
 
 class TestMemory(Conformance):
     name = "memory"
+
+
+class TestChromaEmbedded(Conformance):
+    name = "chroma"
+    options = ChromaConfig(mode="persistent")
+
+    def test_other_dimension_is_refused(self, tmp_path):
+        from pensive_core import ConfigError
+
+        self.make(tmp_path).upsert(["a"], unit(np.random.default_rng(8), 1))
+        with pytest.raises(ConfigError, match="16-d"):
+            create_backend("chroma", tmp_path, 32, self.options)
+
+
+def test_hybrid_store_on_chroma(tmp_path):
+    """The same code on another backend: config alone switches it."""
+    from pensive_core import Pensive
+    from tests.conftest import HASH_CONFIG, docs_corpus
+
+    cfg = {**HASH_CONFIG, "backend": {"name": "chroma"}}
+    with Pensive(tmp_path, config=cfg) as p:
+        p.ingest(docs_corpus())
+        assert p.stats()["vectors"] == 8 and p.stats()["backend"] == "chroma"
+        res = p.query("Was invoice INV-4471 paid?", k=2)
+        assert res.hits[0].doc_id == "inv" and "dense" in res.hits[0].sources
+        p.delete("inv")
+        assert p.stats()["vectors"] == 7
+    with Pensive(tmp_path) as p:  # reopened from the saved config: still Chroma
+        assert p.stats()["vectors"] == 7
 
 
 def test_faiss_refuses_other_dimension(tmp_path):
