@@ -20,7 +20,7 @@ from .errors import SchemaVersionError
 from .timeutil import from_iso, to_iso, utcnow
 from .types import Chunk, Document
 
-__all__ = ["Archive", "SCHEMA_VERSION", "StoredChunk"]
+__all__ = ["Archive", "SCHEMA_VERSION", "StoredChunk", "write_transaction"]
 
 SCHEMA_VERSION = 2  # 2: full-text index over whole documents (documents_fts)
 
@@ -312,20 +312,27 @@ class Archive:
         c = self.db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
         return int(d), int(c)
 
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self) -> contextlib.AbstractContextManager[None]:
         """One write transaction: committed on success, rolled back on any exception."""
-        self.db.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
-        self.db.execute("COMMIT")
+        return write_transaction(self.db)
 
     def close(self) -> None:
         """Close the database."""
         self.db.close()
+
+
+@contextlib.contextmanager
+def write_transaction(db: sqlite3.Connection) -> Iterator[None]:
+    """``BEGIN IMMEDIATE`` (the write lock up front, so readers never upgrade into a deadlock);
+    committed on success, rolled back on any exception. For connections opened with
+    ``isolation_level=None``."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
 
 
 def metadata_json(metadata: Any) -> str:

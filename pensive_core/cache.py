@@ -33,7 +33,7 @@ import re
 import sqlite3
 import time
 import unicodedata
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -41,6 +41,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .archive import write_transaction
 from .timeutil import from_iso, to_iso
 from .tokenize import TOKEN_RE
 from .types import Hit
@@ -669,15 +670,8 @@ class L1Cache:
         """Forget every answer (a bulk change)."""
         return self.invalidate(None, commit)
 
-    @contextlib.contextmanager
-    def _transaction(self) -> Iterator[None]:
-        self.db.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
-        self.db.execute("COMMIT")
+    def _transaction(self) -> contextlib.AbstractContextManager[None]:
+        return write_transaction(self.db)
 
     # -- state --------------------------------------------------------------------------------
     def __len__(self) -> int:

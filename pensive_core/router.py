@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from .archive import write_transaction
 from .fusion import Fused
 from .tokenize import TOKEN_RE
 from .types import Hit
@@ -159,16 +160,13 @@ class RouterStats:
         if self.db is None or not self._pending:
             return
         try:
-            self.db.execute("BEGIN IMMEDIATE")
-            self.db.executemany(
-                "INSERT INTO router_stats VALUES (?, ?, ?, ?) ON CONFLICT(tier, kind, bucket) "
-                "DO UPDATE SET count = count + excluded.count",
-                [(t, k, b, n) for (t, k, b), n in self._pending.items()],
-            )
-            self.db.execute("COMMIT")
+            with write_transaction(self.db):
+                self.db.executemany(
+                    "INSERT INTO router_stats VALUES (?, ?, ?, ?) ON CONFLICT(tier, kind, bucket) "
+                    "DO UPDATE SET count = count + excluded.count",
+                    [(t, k, b, n) for (t, k, b), n in self._pending.items()],
+                )
         except sqlite3.Error:
-            if self.db.in_transaction:
-                self.db.execute("ROLLBACK")
             return  # kept pending: the next flush tries again
         self._pending = {}
         self._n_pending = 0
