@@ -43,7 +43,7 @@ import numpy as np
 
 from .archive import write_transaction
 from .timeutil import from_iso, to_iso
-from .tokenize import TOKEN_RE
+from .tokenize import DIGIT_RE, TOKEN_RE, quoted_phrases
 from .types import Hit
 
 __all__ = [
@@ -63,9 +63,7 @@ _FILLER = frozenset("a an the of please kindly tell me us show give find".split(
 _NEGATION_RE = re.compile(
     r"\b(?:not|no|never|none|nor|neither|without|cannot|nobody|nothing|nowhere)\b|n[’']t\b"
 )
-_DIGIT_RE = re.compile(r"\d")
 _NT_RE = re.compile(r"n[’']t\b")
-_QUOTED_RE = re.compile(r"[\"“”]([^\"“”]{2,200})[\"“”]")
 
 
 def normalize_query(text: str) -> str:
@@ -85,13 +83,13 @@ def _guards(text: str) -> frozenset[str]:
     out: set[str] = set()
     for i, tok in enumerate(TOKEN_RE.findall(nfkc)):
         rest = tok[1:]
-        if (not tok.isalpha() and _DIGIT_RE.search(tok)) or (i > 0 and tok[:1].isupper()):
+        if (not tok.isalpha() and DIGIT_RE.search(tok)) or (i > 0 and tok[:1].isupper()):
             out.add(tok.casefold())  # a number or identifier; a capitalised word inside: a name
         elif rest != rest.lower():
             out.add(tok.casefold())  # "iPhone", "getUserName", "HTTP"
     if _NEGATION_RE.search(nfkc.casefold()):
         out.add("<not>")
-    out.update("<q>" + q.casefold().strip() for q in _QUOTED_RE.findall(nfkc))
+    out.update("<q>" + q for q in quoted_phrases(nfkc))
     return frozenset(out)
 
 
@@ -168,7 +166,7 @@ def _close_words(a: str, b: str) -> bool:
         return True
     if min(len(a), len(b)) < 5 or abs(len(a) - len(b)) > 1:
         return False  # short words must match exactly: "is"/"was", "cat"/"car"
-    if _DIGIT_RE.search(a) or _DIGIT_RE.search(b):
+    if DIGIT_RE.search(a) or DIGIT_RE.search(b):
         return False
     return _one_edit(a, b)
 
@@ -604,16 +602,23 @@ class L1Cache:
 
     def _drop(self, keys: Iterable[str]) -> None:
         keys = list(keys)
+        self._forget(keys)
+        with self._transaction():
+            self._delete_rows(keys)
+
+    def _forget(self, keys: Iterable[str]) -> None:
         for key in keys:
             e = self._entries.get(key)
             if e is not None:
                 self._unindex(e)
-        with self._transaction():
-            for i in range(0, len(keys), 500):
-                part = keys[i : i + 500]
-                marks = ",".join("?" * len(part))
-                self.db.execute(f"DELETE FROM l1 WHERE key IN ({marks})", part)
-                self.db.execute(f"DELETE FROM l1_docs WHERE key IN ({marks})", part)
+
+    def _delete_rows(self, keys: list[str]) -> None:
+        # inside the caller's transaction
+        for i in range(0, len(keys), 500):
+            part = keys[i : i + 500]
+            marks = ",".join("?" * len(part))
+            self.db.execute(f"DELETE FROM l1 WHERE key IN ({marks})", part)
+            self.db.execute(f"DELETE FROM l1_docs WHERE key IN ({marks})", part)
 
     # -- invalidation -------------------------------------------------------------------------
     def entries(self) -> list[EntryView]:
@@ -648,19 +653,12 @@ class L1Cache:
             else:
                 keys = list(keys)
                 n = len(keys)
-                for i in range(0, len(keys), 500):
-                    part = keys[i : i + 500]
-                    marks = ",".join("?" * len(part))
-                    self.db.execute(f"DELETE FROM l1 WHERE key IN ({marks})", part)
-                    self.db.execute(f"DELETE FROM l1_docs WHERE key IN ({marks})", part)
+                self._delete_rows(keys)
             self.db.execute("INSERT OR REPLACE INTO l1_meta VALUES ('commit', ?)", (commit,))
         if keys is None:
             self._load_all()
         else:
-            for key in keys:
-                e = self._entries.get(key)
-                if e is not None:
-                    self._unindex(e)
+            self._forget(keys)
             self.commit = commit
             self._data_version = self.db.execute("PRAGMA data_version").fetchone()[0]
         self.invalidated += n

@@ -720,8 +720,7 @@ class Pensive:
         if row is None or (cutoff is not None and row.timestamp and row.timestamp > cutoff):
             return None
         doc = self._archive.document(doc_id)
-        spans = self._archive.neighbours(doc_id, row.ordinal, 1)
-        text = doc.text[spans[0][1] : spans[-1][2]] if doc is not None and spans else row.text
+        text = self._window(doc, row.ordinal, 1) if doc is not None else row.text
         return Hit(doc_id, cid, text, score, row.metadata, row.timestamp, {"archive": rank})
 
     def _hits(self, fused: list[Fused], k: int, cutoff: datetime | None) -> list[Hit]:
@@ -786,8 +785,12 @@ class Pensive:
         row = self._archive.chunks([hit.chunk_id]).get(hit.chunk_id)
         if row is None:
             raise NotFoundError(f"passage {hit.chunk_id!r} is no longer stored (re-ingested?)")
-        spans = self._archive.neighbours(hit.doc_id, row.ordinal, max(0, int(window)))
-        return doc.text[spans[0][1] : spans[-1][2]]
+        return self._window(doc, row.ordinal, max(0, int(window)))
+
+    def _window(self, doc: Document, ordinal: int, window: int) -> str:
+        """The document's text from ``window`` passages before ``ordinal`` to as many after."""
+        spans = self._archive.neighbours(doc.id, ordinal, window)
+        return doc.text[spans[0][1] : spans[-1][2]] if spans else doc.text
 
     # -- delete, stats, lifecycle -------------------------------------------------------------
     def delete(self, doc_id: str) -> int:

@@ -8,7 +8,6 @@ full-text index for them, and the latency/confidence histograms behind ``Pensive
 from __future__ import annotations
 
 import bisect
-import re
 import sqlite3
 import unicodedata
 from collections import deque
@@ -19,13 +18,10 @@ import numpy as np
 
 from .archive import write_transaction
 from .fusion import Fused
-from .tokenize import TOKEN_RE
+from .tokenize import DIGIT_RE, TOKEN_RE, quoted_phrases
 from .types import Hit
 
 __all__ = ["confidence", "exact_needles", "missing_needles", "fts_all", "fts_any", "RouterStats"]
-
-_DIGIT_RE = re.compile(r"\d")
-_QUOTED_RE = re.compile(r"[\"“”]([^\"“”]{2,200})[\"“”]")
 
 
 def confidence(fused: Sequence[Fused], lists: Mapping[str, Sequence[tuple[str, float]]]) -> float:
@@ -54,9 +50,9 @@ def exact_needles(text: str) -> list[str]:
     on SciFact, escalating for them lowered nDCG@10 (benchmarks/results/tune_router.md).
     """
     nfkc = unicodedata.normalize("NFKC", text)
-    out: list[str] = [q.casefold().strip() for q in _QUOTED_RE.findall(nfkc)]
+    out: list[str] = quoted_phrases(nfkc)
     for tok in TOKEN_RE.findall(nfkc):
-        if not _DIGIT_RE.search(tok):
+        if not DIGIT_RE.search(tok):
             continue
         has_alpha = any(ch.isalpha() for ch in tok)
         digits = sum(ch.isdigit() for ch in tok)

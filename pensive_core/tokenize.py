@@ -15,6 +15,8 @@ __all__ = ["Tokenizer"]
 # A token is a run of word characters, possibly joined by - _ . / : where both sides are
 # word characters ("INV-4471", "snake_case", "v1.2.3", "3.5"); a leading sign/currency is dropped.
 TOKEN_RE = re.compile(r"[^\W_]+(?:[-_./:][^\W_]+)*|_+[^\W_]+(?:_[^\W_]+)*", re.UNICODE)
+DIGIT_RE = re.compile(r"\d")
+_QUOTED_RE = re.compile(r"[\"“”]([^\"“”]{2,200})[\"“”]")
 _SEP_RE = re.compile(r"[-_./:]+")
 # camelCase boundaries only between letters: "getUserName" -> get User Name, "HTTPServer" ->
 # HTTP Server; letter-digit runs like "Q3" or "H2O" stay whole.
@@ -32,6 +34,11 @@ _STOP_EN = frozenset(
     through to too under until up very was we were what when where which while who whom why will
     with would you your yours yourself yourselves""".split()
 )
+
+
+def quoted_phrases(text: str) -> list[str]:
+    """The phrases a question puts in double quotes, case-folded."""
+    return [q.casefold().strip() for q in _QUOTED_RE.findall(text)]
 
 
 @lru_cache(maxsize=8)
