@@ -10,7 +10,7 @@ import contextlib
 import json
 import sqlite3
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -295,6 +295,20 @@ class Archive:
                     cid, did, ordinal, text, dict(doc_meta), doc_ts, flag == ARCHIVE_ONLY
                 )
         return out
+
+    def select_chunks(self, keep: Callable[[str, dict[str, Any]], bool]) -> frozenset[str]:
+        """Ids of passages (indexed or archive-only) whose document passes ``keep(doc_id, meta)``."""
+        docs = [
+            did
+            for did, meta in self.db.execute("SELECT id, metadata FROM documents WHERE indexed>0")
+            if keep(did, json.loads(meta))
+        ]
+        out: set[str] = set()
+        for i in range(0, len(docs), 500):
+            part = docs[i : i + 500]
+            q = f"SELECT id FROM chunks WHERE doc_id IN ({','.join('?' * len(part))})"
+            out.update(r[0] for r in self.db.execute(q, part))
+        return frozenset(out)
 
     def neighbours(self, doc_id: str, ordinal: int, window: int) -> list[tuple[int, int, int]]:
         """``(ordinal, start, end)`` of passages within ``window`` of ``ordinal`` in a document."""

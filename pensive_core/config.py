@@ -42,13 +42,20 @@ class _Section(BaseModel):
 
 
 class FaissConfig(_Section):
-    """FAISS index shape. ``auto`` is exact inner product up to ``hnsw_threshold`` vectors."""
+    """FAISS index shape. ``auto`` is exact inner product up to ``hnsw_threshold`` vectors,
+    HNSW beyond. ``ivfpq`` compresses vectors (product quantisation) for corpora that do not
+    fit in memory as floats; it is exact until ``ivf_train_min`` vectors exist to train it."""
 
-    index: Literal["auto", "flat", "hnsw"] = "auto"
+    index: Literal["auto", "flat", "hnsw", "ivfpq"] = "auto"
     hnsw_threshold: int = Field(200_000, ge=1)
     hnsw_m: int = Field(32, ge=4, le=128)
     ef_construction: int = Field(80, ge=8)
     ef_search: int = Field(128, ge=8)
+    ivf_nlist: int = Field(0, ge=0)  # inverted lists; 0: about 4 * sqrt(n) at training
+    ivf_nprobe: int = Field(32, ge=1)  # lists searched per query
+    pq_m: int = Field(0, ge=0)  # bytes per vector; 0: dim / 8 (48 for 384-d MiniLM)
+    ivf_train_min: int = Field(10_000, ge=256)
+    exact_filter_below: int = Field(4096, ge=0)  # filters passing fewer: exact search
 
 
 class ChromaConfig(_Section):
@@ -61,13 +68,48 @@ class ChromaConfig(_Section):
     collection: str = Field("pensive", min_length=3, max_length=63)  # one per store on a server
 
 
+class PineconeConfig(_Section):
+    """Pinecone (official SDK, REST data plane). The API key is read from the environment
+    variable named by ``api_key_env``, never from the config file."""
+
+    index: str = Field("pensive", min_length=1, max_length=45)
+    host: str = ""  # the index's data-plane URL; empty: looked up from the index name
+    api_key_env: str = "PINECONE_API_KEY"
+    cloud: str = "aws"  # where a missing serverless index is created
+    region: str = "us-east-1"
+    create: bool = True  # create the index when it does not exist
+    batch_size: int = Field(100, ge=1, le=1000)
+    retries: int = Field(5, ge=0, le=20)  # transient errors (429, 5xx, connection) retried
+    backoff_s: float = Field(0.5, ge=0.0, le=60.0)  # first wait; doubles per retry
+    timeout_s: float = Field(30.0, gt=0)
+
+
+class WeaviateConfig(_Section):
+    """Weaviate (official v4 client: REST for schema, gRPC for batch and search). Namespaces
+    are tenants of one multi-tenant collection. The API key (if any) comes from the environment
+    variable named by ``api_key_env``."""
+
+    url: str = "http://localhost:8080"
+    grpc_port: int = Field(50051, ge=1, le=65535)  # gRPC on the same host as ``url``
+    api_key_env: str = "WEAVIATE_API_KEY"
+    collection: str = Field("Pensive", pattern=r"^[A-Z][A-Za-z0-9_]{0,63}$")
+    batch_size: int = Field(200, ge=1, le=10000)
+    retries: int = Field(5, ge=0, le=20)
+    backoff_s: float = Field(0.5, ge=0.0, le=60.0)
+    timeout_s: float = Field(30.0, gt=0)
+
+
 class BackendConfig(_Section):
-    """Which vector backend holds the dense vectors (``faiss``, ``chroma``, ``memory`` or
-    ``module:Class``)."""
+    """Which vector backend holds the dense vectors (``faiss``, ``chroma``, ``pinecone``,
+    ``weaviate``, ``memory`` or ``module:Class``), and the namespace this store uses in it
+    (stores sharing one service index or collection stay apart by namespace)."""
 
     name: str = "faiss"
+    namespace: str = Field("", pattern=r"^(|[A-Za-z0-9][A-Za-z0-9_-]{0,47})$")
     faiss: FaissConfig = FaissConfig()
     chroma: ChromaConfig = ChromaConfig()
+    pinecone: PineconeConfig = PineconeConfig()
+    weaviate: WeaviateConfig = WeaviateConfig()
 
 
 class EmbedderConfig(_Section):
@@ -159,6 +201,7 @@ class PensiveConfig(_Section):
 # Keys a built store depends on: opening a store with a different value would be silent garbage.
 STRUCTURAL_KEYS = (
     "backend.name",
+    "backend.namespace",
     "embedder.name",
     "embedder.dim",
     "chunking.target_tokens",

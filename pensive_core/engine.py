@@ -23,6 +23,7 @@ from .config import STRUCTURAL_KEYS, PensiveConfig, get_key, load_config
 from .embedders.base import Embedder
 from .embedders.registry import create_embedder
 from .errors import ConfigError, InputError, NotFoundError, PensiveError
+from .filters import Filter, backend_metadata, canonical, matches, parse_filter
 from .fusion import Fused, fuse
 from .loaders import iter_files, load_file
 from .router import RouterStats, confidence, exact_needles, fts_all, fts_any, missing_needles
@@ -92,6 +93,7 @@ class Pensive:
         self._l1: L1Cache | None = None
         self._changed = False  # content changed since the last commit
         self._reset_changes()
+        self._allowed_cache: dict[tuple[str, int], frozenset[str]] = {}
         self.l3_counts = {"exact": 0, "low_confidence": 0, "found": 0}
         self.l1_refreshed = 0
         try:
@@ -288,9 +290,12 @@ class Pensive:
         backend = self._open_backend(embedder.dim)
         window = self.config.chunking.target_tokens or embedder.max_tokens
         window = min(window, embedder.max_tokens)
+        ns = self.config.backend.namespace
         plans: list[tuple[Document, str, list[Chunk]]] = []
         to_embed: list[Chunk] = []
         to_delete: list[str] = []
+        meta_of: dict[str, dict[str, Any]] = {}  # what the backend stores beside each vector
+        restamp: list[str] = []  # kept passages whose document's metadata changed
         for doc in docs:
             doc_hash = content_hash(doc.text)
             old = self._archive.fingerprint(doc.id)
@@ -310,9 +315,14 @@ class Pensive:
             )
             old_ids = set(self._archive.chunk_ids(doc.id)) if old else set()
             new_ids = set() if archive_only else {c.id for c in chunks}
+            bmeta = backend_metadata(doc.metadata, doc.id)
+            new_meta = old is not None and old[1] != metadata_json(doc.metadata)
             for c in [] if archive_only else chunks:
+                meta_of[c.id] = bmeta
                 if trusted and c.id in old_ids and c.id in self._bm25:
                     counts["reused"] += 1
+                    if new_meta:
+                        restamp.append(c.id)
                 else:
                     to_embed.append(c)
             to_delete.extend(old_ids - new_ids)
@@ -323,14 +333,25 @@ class Pensive:
             self._chg_texts.append(doc.text)
         if to_embed:
             vectors = embedder.embed([c.text for c in to_embed])
-            backend.upsert([c.id for c in to_embed], vectors)
+            backend.upsert(
+                [c.id for c in to_embed], vectors, [meta_of[c.id] for c in to_embed], namespace=ns
+            )
             for c in to_embed:
                 self._bm25.add(c.id, c.text)
             counts["embedded"] += len(to_embed)
             self._chg_added.extend(c.id for c in to_embed)
             self._chg_vectors.append(np.asarray(vectors, dtype=np.float32))
+        if restamp:  # same text, new metadata: the stored vectors are written back with it
+            kept = backend.fetch(restamp, namespace=ns)
+            if kept:
+                ids = list(kept)
+                vecs = np.stack([kept[i] for i in ids]).astype(np.float32)
+                backend.upsert(ids, vecs, [meta_of[i] for i in ids], namespace=ns)
+                # a filtered answer may now include them: for the cache they are new passages
+                self._chg_added.extend(ids)
+                self._chg_vectors.append(vecs)
         if to_delete:
-            backend.delete(to_delete)
+            backend.delete(to_delete, namespace=ns)
             self._bm25.delete(to_delete)
             counts["deleted"] += len(to_delete)
             self._chg_removed.extend(to_delete)
@@ -501,7 +522,14 @@ class Pensive:
         return IngestReport(**{**report.__dict__, "errors": errors})
 
     # -- query --------------------------------------------------------------------------------
-    def query(self, text: str, k: int = 5, *, as_of: datetime | None = None) -> QueryResult:
+    def query(
+        self,
+        text: str,
+        k: int = 5,
+        *,
+        as_of: datetime | None = None,
+        filters: Mapping[str, Any] | None = None,
+    ) -> QueryResult:
         """Answer a question through the tiers: L1 cache, L2 hybrid retrieval, L3 archive.
 
         L1 serves a question asked before (or a variant: case, punctuation, word order, filler
@@ -515,12 +543,16 @@ class Pensive:
             k: How many passages to return.
             as_of: Only passages of documents timestamped at or before this time (documents
                 without a timestamp are always eligible).
+            filters: Only passages of documents whose metadata pass this Mongo-style filter,
+                e.g. ``{"source": "q3.pdf"}`` or ``{"year": {"$gte": 2020}}`` (see
+                :mod:`pensive_core.filters`; ``doc_id`` is a field too). Every tier applies it:
+                the vector backend natively, BM25 and the archive here.
 
         Returns:
             The hits (best first), the tier that answered, a confidence in [0, 1], and latency.
 
         Raises:
-            InputError: On an empty or over-long query or a bad ``k``.
+            InputError: On an empty or over-long query, a bad ``k`` or a malformed filter.
         """
         self._check_open()
         if self._backend is not None:
@@ -530,6 +562,7 @@ class Pensive:
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= _MAX_K:
             raise InputError(f"k must be an int between 1 and {_MAX_K}, got {k!r}")
         cutoff = ensure_utc(as_of)
+        where = parse_filter(filters)
         timings: dict[str, float] = {}
         with self._lock:
             self._refresh()
@@ -538,7 +571,10 @@ class Pensive:
             if l1 is not None and l1.commit != self._commit_no:
                 l1.sync()  # another process committed: catch up with its invalidations
             if l1 is not None and l1.commit == self._commit_no:
-                qk = make_key(text, k, to_iso(cutoff), self._query_settings())
+                settings = self._query_settings()
+                if where is not None:  # a filtered answer is another question's answer
+                    settings = (*settings, canonical(where))
+                qk = make_key(text, k, to_iso(cutoff), settings)
                 cached = l1.get(qk)
                 if cached is not None:
                     hits = list(cached.hits)  # immutable hits: shared, never copied
@@ -546,7 +582,7 @@ class Pensive:
                         hits, "L1", cached.confidence, _ms(t0), text, cached_from=cached.source
                     )
                     return self._record(res)
-            ans = self._answer(text, k, cutoff, timings)
+            ans = self._answer(text, k, cutoff, timings, where=where)
             if qk is not None and l1 is not None:
                 l1.put(qk, ans.hits, ans.confidence, ans.tier, ans.deps, self._commit_no)
         res = QueryResult(ans.hits, ans.tier, ans.confidence, _ms(t0), text, timings)
@@ -559,23 +595,39 @@ class Pensive:
         cutoff: datetime | None,
         timings: dict[str, float],
         qvec: np.ndarray | None = None,
+        where: Filter | None = None,
     ) -> _Answer:
         """L2, then L3 if called for: the answer to a question that L1 did not have."""
         fused: list[Fused] = []
         lists: dict[str, list[tuple[str, float]]] = {}
-        if self._bm25.n_live or (self._backend is not None and self._backend.count()):
-            fused, lists, qvec = self._retrieve(text, timings, qvec)
+        allowed = None if where is None else self._allowed(where)
+        if self._bm25.n_live and (allowed is None or allowed):
+            # every indexed passage is in both indexes: no count asked of a remote backend
+            fused, lists, qvec = self._retrieve(text, timings, qvec, where, allowed)
         t = time.perf_counter()
         hits = self._hits(fused, k, cutoff)
         timings["fetch_ms"] = _ms(t)
         conf = confidence(fused, lists)
         tier = "L2"
-        escalated = self._escalate(text, hits, conf, k, cutoff, timings)
+        escalated = self._escalate(text, hits, conf, k, cutoff, timings, allowed)
         if escalated is not None:
             hits, conf = escalated
             tier = "L3"
         deps = self._deps(hits, fused, lists, qvec) if self._l1 is not None else Deps()
         return _Answer(hits, conf, tier, deps)
+
+    def _allowed(self, where: Filter) -> frozenset[str]:
+        """Ids of the passages whose documents pass ``where`` (cached until the next commit)."""
+        key = (canonical(where), self._commit_no)
+        got = self._allowed_cache.get(key)
+        if got is None:
+            got = self._archive.select_chunks(
+                lambda did, meta: matches(where, backend_metadata(meta, did))
+            )
+            if len(self._allowed_cache) > 32:
+                self._allowed_cache.clear()
+            self._allowed_cache[key] = got
+        return got
 
     def _query_settings(self) -> tuple[Any, ...]:
         # everything besides the question that changes the answer belongs in the cache key
@@ -611,7 +663,12 @@ class Pensive:
         return res
 
     def _retrieve(
-        self, text: str, timings: dict[str, float], qvec: np.ndarray | None = None
+        self,
+        text: str,
+        timings: dict[str, float],
+        qvec: np.ndarray | None = None,
+        where: Filter | None = None,
+        allowed: frozenset[str] | None = None,
     ) -> tuple[list[Fused], dict[str, list[tuple[str, float]]], np.ndarray | None]:
         cfg = self.config.fusion
         depth = cfg.depth
@@ -623,11 +680,13 @@ class Pensive:
                 qvec = self._get_embedder().embed_query(text)
                 timings["embed_ms"] = _ms(t)
             t = time.perf_counter()
-            lists["dense"] = self._backend.search(qvec, depth)
+            lists["dense"] = self._backend.search(
+                qvec, depth, where=where, namespace=self.config.backend.namespace
+            )
             timings["dense_ms"] = _ms(t)
         if weights["bm25"] > 0:
             t = time.perf_counter()
-            lists["bm25"] = self._bm25.search(text, depth)
+            lists["bm25"] = self._bm25.search(text, depth, allowed)
             timings["bm25_ms"] = _ms(t)
         t = time.perf_counter()
         fused = fuse(cfg.method, lists, weights, cfg.k)
@@ -642,6 +701,7 @@ class Pensive:
         k: int,
         cutoff: datetime | None,
         timings: dict[str, float],
+        allowed: frozenset[str] | None = None,
     ) -> tuple[list[Hit], float] | None:
         """L3: search whole archived documents when L2 lacks what was asked or is unsure."""
         router = self.config.router
@@ -651,22 +711,25 @@ class Pensive:
             return None
         t = time.perf_counter()
         words = self._words.tokenize(text)
+        limit = k if allowed is None else 10 * k  # room for documents the filter removes
         if missing:
             self.l3_counts["exact"] += 1
             # documents holding every missing string, ranked by BM25 over the whole question
             # (the needles are among the words, so no needle-holding document is excluded)
             rank_by = f" AND ({fts_any(words)})" if words else ""
-            found = self._archive.search_documents(fts_all(missing) + rank_by, k)
+            found = self._archive.search_documents(fts_all(missing) + rank_by, limit)
             if not found and len(missing) > 1:
-                found = self._archive.search_documents(f"({fts_any(missing)}){rank_by}", k)
+                found = self._archive.search_documents(f"({fts_any(missing)}){rank_by}", limit)
         else:
             self.l3_counts["low_confidence"] += 1
-            found = self._archive.search_documents(fts_any(words), k) if words else []
+            found = self._archive.search_documents(fts_any(words), limit) if words else []
         l3: list[Hit] = []
-        for rank, (doc_id, score) in enumerate(found, 1):
-            hit = self._archive_hit(doc_id, score, rank, missing, words, cutoff)
-            if hit is not None:
+        for doc_id, score in found:
+            hit = self._archive_hit(doc_id, score, len(l3) + 1, missing, words, cutoff)
+            if hit is not None and (allowed is None or hit.chunk_id in allowed):
                 l3.append(hit)
+                if len(l3) == k:
+                    break
         timings["l3_ms"] = _ms(t)
         if not l3:
             return None
@@ -811,7 +874,7 @@ class Pensive:
             self._chg_docs.add(doc_id)
             self._chg_removed.extend(ids)
             if self._backend is not None:
-                self._backend.delete(ids)
+                self._backend.delete(ids, namespace=self.config.backend.namespace)
             self._bm25.delete(ids)
             self._commit()
         return len(ids)
@@ -835,7 +898,10 @@ class Pensive:
             "commit": self._commit_no,
             "documents": docs,
             "chunks": chunks,
-            "vectors": self._backend.count() if self._backend else 0,
+            "vectors": (
+                self._backend.count(namespace=self.config.backend.namespace) if self._backend else 0
+            ),
+            "namespace": self.config.backend.namespace,
             "backend": self.config.backend.name,
             "index": getattr(self._backend, "kind", None),
             "embedder": self.config.embedder.name,

@@ -2,42 +2,66 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["VectorBackend"]
+from ..errors import InputError
+from ..filters import Filter
+
+__all__ = ["VectorBackend", "check_metadata", "check_namespace", "NAMESPACE_RE"]
+
+#: Namespaces every backend can hold: Chroma collections, Pinecone namespaces and Weaviate
+#: tenants all accept these. ``""`` is the default namespace.
+NAMESPACE_RE = re.compile(r"^(|[A-Za-z0-9][A-Za-z0-9_-]{0,47})$")
 
 
 @runtime_checkable
 class VectorBackend(Protocol):
-    """Stores unit vectors by string id and finds the nearest by inner product.
+    """Stores unit vectors by string id, with flat metadata, in isolated namespaces.
 
     Scores are higher-is-better cosine similarities; each backend converts its own distances.
+    Every method takes ``namespace`` (default ``""``): what is stored in one namespace is never
+    seen, counted, fetched or deleted through another (tenant isolation).
+
+    Metadata values are strings, numbers or booleans under identifier keys
+    (:func:`pensive_core.filters.backend_metadata` makes them); ``where`` is a filter tree from
+    :func:`pensive_core.filters.parse_filter`, which each backend translates to its own filter
+    language (or evaluates with :func:`pensive_core.filters.matches`).
     """
 
     name: str
     dim: int
 
-    def upsert(self, ids: Sequence[str], vectors: np.ndarray) -> None:
-        """Add vectors, replacing any already stored under the same ids."""
+    def upsert(
+        self,
+        ids: Sequence[str],
+        vectors: np.ndarray,
+        metadata: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        namespace: str = "",
+    ) -> None:
+        """Add vectors (and their metadata), replacing any already stored under the same ids."""
         ...
 
-    def delete(self, ids: Sequence[str]) -> None:
+    def delete(self, ids: Sequence[str], *, namespace: str = "") -> None:
         """Remove vectors by id; ids that are not stored are ignored."""
         ...
 
-    def search(self, vector: np.ndarray, k: int) -> list[tuple[str, float]]:
-        """Return up to ``k`` ``(id, score)`` pairs, best first."""
+    def search(
+        self, vector: np.ndarray, k: int, *, where: Filter | None = None, namespace: str = ""
+    ) -> list[tuple[str, float]]:
+        """Return up to ``k`` ``(id, score)`` pairs whose metadata pass ``where``, best first."""
         ...
 
-    def fetch(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+    def fetch(self, ids: Sequence[str], *, namespace: str = "") -> dict[str, np.ndarray]:
         """Return the stored vectors of ``ids`` (ids not stored are left out)."""
         ...
 
-    def count(self) -> int:
-        """Number of stored vectors."""
+    def count(self, *, namespace: str = "") -> int:
+        """Number of vectors stored in the namespace."""
         ...
 
     def persist(self) -> None:
@@ -47,3 +71,41 @@ class VectorBackend(Protocol):
     def close(self) -> None:
         """Release resources; persists first."""
         ...
+
+
+def check_namespace(namespace: str) -> str:
+    """Return ``namespace`` if every backend can hold it.
+
+    Raises:
+        InputError: If it is not a string of letters, digits, ``_`` and ``-`` (at most 48,
+            starting with a letter or digit).
+    """
+    if not isinstance(namespace, str) or not NAMESPACE_RE.match(namespace):
+        raise InputError(
+            f"namespace {namespace!r} is not valid: use up to 48 letters, digits, '_' or '-', "
+            "starting with a letter or digit ('' is the default namespace)"
+        )
+    return namespace
+
+
+def check_metadata(
+    ids: Sequence[str], vectors: np.ndarray, metadata: Sequence[Mapping[str, Any]] | None, dim: int
+) -> tuple[list[str], np.ndarray, list[dict[str, Any]]]:
+    """Validate an upsert's arguments: shapes agree, metadata is one dict per id.
+
+    Raises:
+        InputError: If the shapes or lengths disagree.
+    """
+    ids = list(ids)
+    vecs = np.ascontiguousarray(vectors, dtype=np.float32)
+    if vecs.ndim == 1 and len(ids) == 1:
+        vecs = vecs.reshape(1, -1)
+    if vecs.ndim != 2 or vecs.shape != (len(ids), dim):
+        raise InputError(f"expected vectors of shape ({len(ids)}, {dim}), got {vecs.shape}")
+    if metadata is None:
+        metas: list[dict[str, Any]] = [{} for _ in ids]
+    else:
+        metas = [dict(m) for m in metadata]
+        if len(metas) != len(ids):
+            raise InputError(f"{len(ids)} ids but {len(metas)} metadata dicts")
+    return ids, vecs, metas

@@ -7,7 +7,7 @@ collection records the vector dimension, so opening it with another embedder is 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,8 @@ import numpy as np
 
 from ..config import ChromaConfig
 from ..errors import BackendError, ConfigError, MissingDependencyError
+from ..filters import And, Filter, Or, matches, to_mongo
+from .base import check_metadata, check_namespace
 
 __all__ = ["ChromaBackend"]
 
@@ -69,75 +71,154 @@ class ChromaBackend:
             folder.mkdir(parents=True, exist_ok=True)
             self.address = str(folder / "chroma")
             self.client = chromadb.PersistentClient(path=self.address)
-        self.coll = self._collection(self.cfg.collection)
-        stored = (self.coll.metadata or {}).get("pensive_dim")
-        if stored is not None and int(stored) != dim:
+        self._colls: dict[str, Any] = {}
+        self._check_dim(self._collection("", create=True))
+
+    def _check_dim(self, coll: Any) -> None:
+        stored = (coll.metadata or {}).get("pensive_dim")
+        if stored is not None and int(stored) != self.dim:
             raise ConfigError(
-                f"Chroma collection {self.cfg.collection!r} at {self.address} holds {stored}-d "
-                f"vectors, not {dim}-d: use another [backend.chroma] collection"
+                f"Chroma collection {coll.name!r} at {self.address} holds {stored}-d "
+                f"vectors, not {self.dim}-d: use another [backend.chroma] collection"
             )
 
-    def _collection(self, name: str) -> Any:
+    def _name(self, namespace: str) -> str:
+        # one collection per namespace: isolation is Chroma's own, and counts stay cheap
+        check_namespace(namespace)
+        return self.cfg.collection + (f"--{namespace}" if namespace else "")
+
+    def _collection(self, namespace: str, create: bool = False) -> Any:
+        name = self._name(namespace)
+        coll = self._colls.get(name)
+        if coll is not None:
+            return coll
         meta = {"pensive_dim": self.dim, "hnsw:space": "cosine"}
         try:
-            return self.client.get_or_create_collection(
-                name=name, embedding_function=None, metadata=meta
-            )
+            if create:
+                coll = self.client.get_or_create_collection(
+                    name=name, embedding_function=None, metadata=meta
+                )
+            else:
+                names = {getattr(c, "name", c) for c in self.client.list_collections()}
+                if name not in names:
+                    return None  # nothing was ever written to this namespace
+                coll = self.client.get_collection(name=name, embedding_function=None)
         except Exception as exc:
             raise BackendError(
                 f"Chroma at {self.address}: cannot open collection {name!r}: {exc}"
             ) from exc
+        if namespace:
+            self._check_dim(coll)
+        self._colls[name] = coll
+        return coll
 
-    def _batches(self, n: int) -> range:
-        return range(0, n, max(1, int(self.client.get_max_batch_size())))
+    def _step(self) -> int:
+        return max(1, int(self.client.get_max_batch_size()))
 
-    def upsert(self, ids: Sequence[str], vectors: np.ndarray) -> None:
-        """Add vectors, replacing any already stored under the same ids."""
-        vectors = np.asarray(vectors, dtype=np.float32)
-        if vectors.ndim != 2 or vectors.shape[1] != self.dim:
-            raise ValueError(f"expected vectors of shape (n, {self.dim}), got {vectors.shape}")
-        ids = list(ids)
-        for i in self._batches(len(ids)):
-            part = slice(i, i + int(self.client.get_max_batch_size()))
-            self.coll.upsert(ids=ids[part], embeddings=vectors[part])
+    def upsert(
+        self,
+        ids: Sequence[str],
+        vectors: np.ndarray,
+        metadata: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        namespace: str = "",
+    ) -> None:
+        """Add vectors and their metadata, replacing any already stored under the same ids."""
+        check_namespace(namespace)
+        ids, vecs, metas = check_metadata(ids, vectors, metadata, self.dim)
+        if not ids:
+            return
+        coll = self._collection(namespace, create=True)
+        step = self._step()
+        for i in range(0, len(ids), step):
+            part = slice(i, i + step)
+            # Chroma merges metadata on upsert; a record's metadata is replaced wholesale here,
+            # so keys the new metadata lacks are cleared first
+            old = coll.get(ids=ids[part], include=["metadatas"])
+            stale = {
+                cid: {key: None for key in (m or {})}
+                for cid, m in zip(old["ids"], old["metadatas"] or [])
+            }
+            if stale:
+                cids = [c for c in stale if stale[c]]
+                if cids:
+                    coll.update(ids=cids, metadatas=[stale[c] for c in cids])
+            coll.upsert(
+                ids=ids[part],
+                embeddings=vecs[part],
+                metadatas=[m or None for m in metas[part]],
+            )
 
-    def delete(self, ids: Sequence[str]) -> None:
+    def delete(self, ids: Sequence[str], *, namespace: str = "") -> None:
         """Remove vectors by id; ids that are not stored are ignored."""
+        coll = self._collection(namespace)
         ids = list(ids)
-        for i in self._batches(len(ids)):
-            self.coll.delete(ids=ids[i : i + int(self.client.get_max_batch_size())])
+        if coll is None or not ids:
+            return
+        step = self._step()
+        for i in range(0, len(ids), step):
+            coll.delete(ids=ids[i : i + step])
 
-    def search(self, vector: np.ndarray, k: int) -> list[tuple[str, float]]:
-        """Up to ``k`` ``(id, cosine similarity)`` pairs, best first."""
-        n = min(k, self.count())
-        if n <= 0:
+    def search(
+        self, vector: np.ndarray, k: int, *, where: Filter | None = None, namespace: str = ""
+    ) -> list[tuple[str, float]]:
+        """Up to ``k`` ``(id, cosine similarity)`` pairs passing ``where``, best first."""
+        coll = self._collection(namespace)
+        if coll is None or k <= 0:
             return []
-        res = self.coll.query(
-            query_embeddings=np.asarray(vector, dtype=np.float32).reshape(1, -1),
-            n_results=n,
-            include=["distances"],
-        )
-        return [(i, 1.0 - float(d)) for i, d in zip(res["ids"][0], res["distances"][0])]
+        total = int(coll.count())
+        q = np.asarray(vector, dtype=np.float32).reshape(1, -1)
+        chroma_where = None if where is None else to_mongo(where)
+        # Chroma lets records without a field through $ne/$nin; Pensive's filters do not, so
+        # those are checked here on the returned metadata, fetching more until k pass
+        recheck = where is not None and _negates(where)
+        n = min(k, total)
+        while n > 0:
+            res = coll.query(
+                query_embeddings=q,
+                n_results=n,
+                where=chroma_where,
+                include=["distances", "metadatas"] if recheck else ["distances"],
+            )
+            got = list(zip(res["ids"][0], res["distances"][0]))
+            if recheck and where is not None:
+                metas = res["metadatas"][0]
+                kept = [g for g, m in zip(got, metas) if matches(where, m or {})]
+                if len(kept) < k and len(got) == n and n < total:
+                    n = min(total, 4 * n)
+                    continue
+                got = kept
+            return [(i, 1.0 - float(d)) for i, d in got[:k]]
+        return []
 
-    def fetch(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+    def fetch(self, ids: Sequence[str], *, namespace: str = "") -> dict[str, np.ndarray]:
         """The stored vectors of ``ids`` (ids not stored are left out)."""
+        coll = self._collection(namespace)
         ids = list(ids)
         out: dict[str, np.ndarray] = {}
-        for i in self._batches(len(ids)):
-            got = self.coll.get(
-                ids=ids[i : i + int(self.client.get_max_batch_size())], include=["embeddings"]
-            )
+        if coll is None:
+            return out
+        step = self._step()
+        for i in range(0, len(ids), step):
+            got = coll.get(ids=ids[i : i + step], include=["embeddings"])
             for cid, vec in zip(got["ids"], got["embeddings"]):
                 out[cid] = np.asarray(vec, dtype=np.float32)
         return out
 
-    def count(self) -> int:
-        """Number of stored vectors."""
-        return int(self.coll.count())
+    def count(self, *, namespace: str = "") -> int:
+        """Number of stored vectors in the namespace."""
+        coll = self._collection(namespace)
+        return 0 if coll is None else int(coll.count())
 
     def persist(self) -> None:
         """Chroma writes through: nothing to do."""
 
     def close(self) -> None:
         """Release the client (the data stays)."""
-        self.coll = None
+        self._colls.clear()
+
+
+def _negates(node: Filter) -> bool:
+    if isinstance(node, (And, Or)):
+        return any(_negates(p) for p in node.parts)
+    return node.op in ("$ne", "$nin")

@@ -1,16 +1,23 @@
-"""FAISS: exact inner product for small stores, HNSW beyond a configurable size.
+"""FAISS: exact inner product for small stores, HNSW beyond a configurable size, IVF-PQ on request.
 
-Ids are the caller's strings, mapped to 63-bit integers by hash inside an ``IndexIDMap2``.
-HNSW cannot remove vectors, so deletes there are tombstones filtered at search time and purged
-by a rebuild once they pass a fifth of the index. Persistence writes a new generation of files
-and swaps a small JSON manifest by rename, so a crash leaves the previous generation intact.
+Ids are the caller's strings, mapped to 63-bit integers by hash. Flat and HNSW indexes sit in an
+``IndexIDMap2``; IVF-PQ indexes carry the ids themselves. HNSW cannot remove vectors, so deletes
+there are tombstones filtered at search time and purged by a rebuild once they pass a fifth of
+the index. Each namespace is its own index. Metadata is kept beside the index and filters are
+evaluated in Python into an id selector that FAISS applies inside the search; a filter that few
+records pass is answered by exact search over just those records, so a selective filter never
+starves an approximate index of results.
+
+Persistence writes a new generation of files and swaps a small JSON manifest by rename, so a
+crash leaves the previous generation intact.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +25,9 @@ import numpy as np
 
 from ..config import FaissConfig
 from ..errors import BackendError, MissingDependencyError
+from ..filters import Filter, canonical, matches
 from ._files import read_manifest, remove_stale, write_manifest
+from .base import check_metadata, check_namespace
 
 __all__ = ["FaissBackend"]
 
@@ -37,6 +46,80 @@ def _int_id(sid: str) -> int:
     return int.from_bytes(hashlib.blake2b(sid.encode(), digest_size=8).digest(), "little") >> 1
 
 
+def _pq_m(dim: int, want: int) -> int:
+    """The largest divisor of ``dim`` not above ``want`` (PQ splits vectors evenly)."""
+    want = max(1, min(dim, want or max(1, dim // 8)))
+    return max(m for m in range(1, want + 1) if dim % m == 0)
+
+
+class _Space:
+    """One namespace: an index, the id map, metadata and tombstones."""
+
+    def __init__(self, owner: FaissBackend, kind: str) -> None:
+        self.owner = owner
+        self.kind = kind
+        self.index = owner._new_index(kind)
+        self.sid: dict[int, str] = {}
+        self.meta: dict[int, dict[str, Any]] = {}
+        self.tomb: set[int] = set()
+        self.version = 0  # bumped on every write: cached filter selections expire
+        self._selections: dict[str, np.ndarray] = {}
+
+    # -- helpers ------------------------------------------------------------------------------
+    def all_vectors(self) -> tuple[np.ndarray, np.ndarray]:
+        """Live ``(int ids, vectors)`` currently stored."""
+        faiss = self.owner._faiss
+        if self.kind == "ivfpq":
+            ids = np.fromiter(self.sid, dtype=np.int64, count=len(self.sid))
+            return ids, self.reconstruct(ids)
+        ids = faiss.vector_to_array(self.index.id_map).astype(np.int64)
+        n = self.index.ntotal
+        vecs = (
+            self.index.index.reconstruct_n(0, n)
+            if n
+            else np.zeros((0, self.owner.dim), dtype=np.float32)
+        )
+        live = np.array([i not in self.tomb for i in ids.tolist()], dtype=bool)
+        return ids[live], vecs[live]
+
+    def reconstruct(self, ids: np.ndarray) -> np.ndarray:
+        out = np.zeros((len(ids), self.owner.dim), dtype=np.float32)
+        for row, i in enumerate(ids.tolist()):
+            out[row] = self.index.reconstruct(i)
+        return out
+
+    def rebuild(self, kind: str, extra_ids: np.ndarray | None = None, extra: Any = None) -> None:
+        ids, vecs = self.all_vectors()
+        if extra_ids is not None and extra is not None:
+            keep = ~np.isin(ids, extra_ids)
+            ids = np.concatenate([ids[keep], extra_ids])
+            vecs = np.concatenate([vecs[keep], extra])
+        log.info("rebuilding FAISS %s index over %d vectors", kind, len(ids))
+        self.kind = kind
+        self.index = self.owner._new_index(kind, np.ascontiguousarray(vecs, dtype=np.float32))
+        self.tomb = set()
+        if len(ids):
+            self.index.add_with_ids(np.ascontiguousarray(vecs, dtype=np.float32), ids)
+
+    def selection(self, where: Filter) -> np.ndarray:
+        """Int ids of live records passing ``where`` (cached until the next write)."""
+        key = canonical(where)
+        got = self._selections.get(key)
+        if got is None:
+            got = np.fromiter(
+                (i for i, m in self.meta.items() if i in self.sid and matches(where, m)),
+                dtype=np.int64,
+            )
+            if len(self._selections) > 64:
+                self._selections.clear()
+            self._selections[key] = got
+        return got
+
+    def touched(self) -> None:
+        self.version += 1
+        self._selections.clear()
+
+
 class FaissBackend:
     """FAISS vector backend.
 
@@ -44,6 +127,10 @@ class FaissBackend:
         folder: Where the index files live; None keeps the index in memory only.
         dim: Vector dimension.
         options: A :class:`~pensive_core.config.FaissConfig` (defaults when None).
+
+    Raises:
+        MissingDependencyError: If ``faiss`` is not installed (extra ``faiss``).
+        BackendError: If stored files are unreadable or hold vectors of another dimension.
     """
 
     name = "faiss"
@@ -53,19 +140,34 @@ class FaissBackend:
         self.folder = folder
         self.dim = dim
         self.cfg = options or FaissConfig()
-        self._sid: dict[int, str] = {}
-        self._tomb: set[int] = set()
+        self._spaces: dict[str, _Space] = {}
         self._gen = 0
         manifest = read_manifest(folder, "faiss.json") if folder else None
         if manifest and folder is not None:
             self._load(folder, manifest)
-        else:
-            self._kind = "hnsw" if self.cfg.index == "hnsw" else "flat"
-            self._index = self._new_index(self._kind)
 
     # -- construction -------------------------------------------------------------------------
-    def _new_index(self, kind: str):  # type: ignore[no-untyped-def]
+    def _new_index(self, kind: str, train: np.ndarray | None = None):  # type: ignore[no-untyped-def]
         faiss = self._faiss
+        if kind == "ivfpq":
+            assert train is not None and len(train)
+            nlist = self.cfg.ivf_nlist or max(1, int(4 * math.sqrt(len(train))))
+            nlist = min(nlist, max(1, len(train) // 39))  # FAISS wants ~39 points per list
+            quantizer = faiss.IndexFlatIP(self.dim)
+            # 8-bit codes need 39 * 256 training points; fewer train a smaller codebook
+            nbits = min(8, max(4, int(math.log2(len(train) / 39))))
+            index = faiss.IndexIVFPQ(
+                quantizer,
+                self.dim,
+                nlist,
+                _pq_m(self.dim, self.cfg.pq_m),
+                nbits,
+                faiss.METRIC_INNER_PRODUCT,
+            )
+            index.train(train)
+            index.nprobe = self.cfg.ivf_nprobe
+            index.set_direct_map_type(faiss.DirectMap.Hashtable)  # reconstruct by id
+            return index
         if kind == "hnsw":
             inner = faiss.IndexHNSWFlat(self.dim, self.cfg.hnsw_m, faiss.METRIC_INNER_PRODUCT)
             inner.hnsw.efConstruction = self.cfg.ef_construction
@@ -82,121 +184,183 @@ class FaissBackend:
                 f"makes {self.dim}-d ones; re-index the store with the embedder that built it"
             )
         self._gen = manifest["generation"]
-        self._kind = manifest["kind"]
-        try:
-            self._index = faiss.read_index(str(folder / manifest["index"]))
-        except RuntimeError as exc:
-            raise BackendError(
-                f"cannot read FAISS index {folder / manifest['index']}: {exc}"
-            ) from exc
-        ids = np.load(folder / manifest["ids"], allow_pickle=False)
-        names = read_manifest(folder, manifest["names"]) or {"names": []}
-        self._sid = dict(zip(ids.tolist(), names["names"]))
-        self._tomb = set(manifest.get("tombstones", []))
-        if self._kind == "hnsw":
-            faiss.downcast_index(self._index.index).hnsw.efSearch = self.cfg.ef_search
-
-    def _all_vectors(self) -> tuple[np.ndarray, np.ndarray]:
-        """Live ``(int ids, vectors)`` currently stored."""
-        faiss = self._faiss
-        ids = faiss.vector_to_array(self._index.id_map).astype(np.int64)
-        n = self._index.ntotal
-        vecs = (
-            self._index.index.reconstruct_n(0, n)
-            if n
-            else np.zeros((0, self.dim), dtype=np.float32)
-        )
-        live = np.array([i not in self._tomb for i in ids.tolist()], dtype=bool)
-        return ids[live], vecs[live]
-
-    def _rebuild(
-        self, kind: str, extra_ids: np.ndarray | None = None, extra_vecs: np.ndarray | None = None
-    ) -> None:
-        ids, vecs = self._all_vectors()
-        if extra_ids is not None and extra_vecs is not None:
-            keep = ~np.isin(ids, extra_ids)
-            ids = np.concatenate([ids[keep], extra_ids])
-            vecs = np.concatenate([vecs[keep], extra_vecs])
-        log.info("rebuilding FAISS %s index over %d vectors", kind, len(ids))
-        self._kind = kind
-        self._index = self._new_index(kind)
-        self._tomb = set()
-        if len(ids):
-            self._index.add_with_ids(np.ascontiguousarray(vecs, dtype=np.float32), ids)
+        spaces = manifest.get("spaces")
+        if spaces is None:  # written before namespaces: one space, no metadata
+            spaces = {"": {k: manifest[k] for k in ("kind", "index", "ids", "names")}}
+            spaces[""]["tombstones"] = manifest.get("tombstones", [])
+        for ns, entry in spaces.items():
+            sp = _Space.__new__(_Space)
+            sp.owner, sp.kind, sp.version, sp._selections = self, entry["kind"], 0, {}
+            try:
+                sp.index = faiss.read_index(str(folder / entry["index"]))
+            except RuntimeError as exc:
+                raise BackendError(
+                    f"cannot read FAISS index {folder / entry['index']}: {exc}"
+                ) from exc
+            ids = np.load(folder / entry["ids"], allow_pickle=False).tolist()
+            side = read_manifest(folder, entry["names"]) or {"names": []}
+            sp.sid = dict(zip(ids, side["names"]))
+            sp.meta = dict(zip(ids, side.get("meta") or [{} for _ in ids]))
+            sp.tomb = set(entry.get("tombstones", []))
+            if sp.kind == "hnsw":
+                faiss.downcast_index(sp.index.index).hnsw.efSearch = self.cfg.ef_search
+            elif sp.kind == "ivfpq":
+                sp.index.nprobe = self.cfg.ivf_nprobe
+            self._spaces[ns] = sp
 
     def _want_kind(self, n: int) -> str:
+        if self.cfg.index == "ivfpq":
+            return "ivfpq" if n >= self.cfg.ivf_train_min else "flat"
         if self.cfg.index != "auto":
             return self.cfg.index
         return "hnsw" if n > self.cfg.hnsw_threshold else "flat"
 
+    def _space(self, namespace: str, create: bool = False) -> _Space | None:
+        check_namespace(namespace)
+        sp = self._spaces.get(namespace)
+        if sp is None and create:
+            kind = self._want_kind(0)
+            sp = self._spaces[namespace] = _Space(self, kind)
+        return sp
+
     # -- protocol -----------------------------------------------------------------------------
-    def upsert(self, ids: Sequence[str], vectors: np.ndarray) -> None:
-        """Add or replace vectors."""
-        if not len(ids):
+    def upsert(
+        self,
+        ids: Sequence[str],
+        vectors: np.ndarray,
+        metadata: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        namespace: str = "",
+    ) -> None:
+        """Add or replace vectors and their metadata."""
+        check_namespace(namespace)
+        ids, vecs, metas = check_metadata(ids, vectors, metadata, self.dim)
+        if not ids:
             return
-        vectors = np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(ids), self.dim)
+        last = {s: n for n, s in enumerate(ids)}  # a repeated id: the last one wins
+        rows = sorted(last.values())
+        ids, vecs, metas = [ids[r] for r in rows], vecs[rows], [metas[r] for r in rows]
+        sp = self._space(namespace, create=True)
+        assert sp is not None
+        sp.touched()
         int_ids = np.array([_int_id(s) for s in ids], dtype=np.int64)
-        present = [i for i in int_ids.tolist() if i in self._sid]
-        for i, s in zip(int_ids.tolist(), ids):
-            self._sid[i] = s
-        target = self._want_kind(len(self._sid))
-        if target != self._kind or (present and self._kind == "hnsw"):
-            self._rebuild(target, int_ids, vectors)
+        present = [i for i in int_ids.tolist() if i in sp.sid]
+        for i, s, m in zip(int_ids.tolist(), ids, metas):
+            sp.sid[i] = s
+            sp.meta[i] = m
+        target = self._want_kind(len(sp.sid))
+        if sp.kind == "ivfpq" and self.cfg.index == "ivfpq":
+            target = "ivfpq"  # trained once; grows by adding
+        if target != sp.kind or (present and sp.kind == "hnsw"):
+            sp.rebuild(target, int_ids, vecs)
             return
         if present:
-            self._index.remove_ids(np.array(present, dtype=np.int64))
-        self._tomb.difference_update(int_ids.tolist())
-        self._index.add_with_ids(vectors, int_ids)
+            sp.index.remove_ids(np.array(present, dtype=np.int64))
+        sp.tomb.difference_update(int_ids.tolist())
+        sp.index.add_with_ids(vecs, int_ids)
 
-    def delete(self, ids: Sequence[str]) -> None:
+    def delete(self, ids: Sequence[str], *, namespace: str = "") -> None:
         """Remove vectors; unknown ids are ignored."""
-        int_ids = [i for i in (_int_id(s) for s in ids) if i in self._sid]
+        sp = self._space(namespace)
+        if sp is None:
+            return
+        int_ids = [i for i in (_int_id(s) for s in ids) if i in sp.sid]
         if not int_ids:
             return
+        sp.touched()
         for i in int_ids:
-            del self._sid[i]
-        if self._kind == "flat":
-            self._index.remove_ids(np.array(int_ids, dtype=np.int64))
+            del sp.sid[i]
+            sp.meta.pop(i, None)
+        if sp.kind != "hnsw":
+            sp.index.remove_ids(np.array(int_ids, dtype=np.int64))
         else:
-            self._tomb.update(int_ids)
-            if len(self._tomb) > 0.2 * max(1, self._index.ntotal):
-                self._rebuild(self._want_kind(len(self._sid)))
+            sp.tomb.update(int_ids)
+            if len(sp.tomb) > 0.2 * max(1, sp.index.ntotal):
+                sp.rebuild(self._want_kind(len(sp.sid)))
 
-    def search(self, vector: np.ndarray, k: int) -> list[tuple[str, float]]:
-        """Top-k by inner product (cosine for unit vectors)."""
-        if k <= 0 or not self._sid:
+    def search(
+        self, vector: np.ndarray, k: int, *, where: Filter | None = None, namespace: str = ""
+    ) -> list[tuple[str, float]]:
+        """Top-k by inner product (cosine for unit vectors) among records passing ``where``."""
+        sp = self._space(namespace)
+        if k <= 0 or sp is None or not sp.sid:
             return []
         q = np.ascontiguousarray(vector, dtype=np.float32).reshape(1, self.dim)
-        fetch = min(self._index.ntotal, k + len(self._tomb))
-        scores, ids = self._index.search(q, fetch)
+        if where is None:
+            fetch = min(sp.index.ntotal, k + len(sp.tomb))
+            scores, ids = sp.index.search(q, fetch)
+            return self._pairs(sp, ids[0], scores[0], k)
+        allowed = sp.selection(where)
+        if not len(allowed):
+            return []
+        want = min(k, len(allowed))
+        if sp.kind != "flat" and len(allowed) <= self.cfg.exact_filter_below:
+            return self._exact(sp, q[0], allowed, want)
+        faiss = self._faiss
+        sel = faiss.IDSelectorBatch(allowed)
+        if sp.kind == "ivfpq":
+            params = faiss.SearchParametersIVF(sel=sel, nprobe=self.cfg.ivf_nprobe)
+        elif sp.kind == "hnsw":
+            params = faiss.SearchParametersHNSW(sel=sel, efSearch=max(self.cfg.ef_search, want))
+        else:
+            params = faiss.SearchParameters(sel=sel)
+        scores, ids = sp.index.search(q, want, params=params)
+        out = self._pairs(sp, ids[0], scores[0], want)
+        if len(out) < want:  # the approximate search ran dry inside the filter
+            return self._exact(sp, q[0], allowed, want)
+        return out
+
+    def _pairs(
+        self, sp: _Space, ids: np.ndarray, scores: np.ndarray, k: int
+    ) -> list[tuple[str, float]]:
         out: list[tuple[str, float]] = []
-        for i, s in zip(ids[0].tolist(), scores[0].tolist()):
-            if i < 0 or i in self._tomb:
+        for i, s in zip(ids.tolist(), scores.tolist()):
+            if i < 0 or i in sp.tomb:
                 continue
-            sid = self._sid.get(i)
+            sid = sp.sid.get(i)
             if sid is not None:
                 out.append((sid, float(s)))
                 if len(out) == k:
                     break
         return out
 
-    def fetch(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        """Stored vectors by id; unknown ids are left out."""
+    def _exact(
+        self, sp: _Space, q: np.ndarray, allowed: np.ndarray, k: int
+    ) -> list[tuple[str, float]]:
+        scores = sp.reconstruct(allowed) @ q
+        top = np.argsort(-scores, kind="stable")[:k]
+        return [(sp.sid[int(allowed[t])], float(scores[t])) for t in top]
+
+    def fetch(self, ids: Sequence[str], *, namespace: str = "") -> dict[str, np.ndarray]:
+        """Stored vectors by id; unknown ids are left out (IVF-PQ returns its approximation)."""
+        sp = self._space(namespace)
+        if sp is None:
+            return {}
         out = {}
         for sid in ids:
             i = _int_id(sid)
-            if i in self._sid:
-                out[sid] = self._index.reconstruct(i)
+            if i in sp.sid:
+                out[sid] = sp.index.reconstruct(i)
         return out
 
-    def count(self) -> int:
-        """Number of live vectors."""
-        return len(self._sid)
+    def count(self, *, namespace: str = "") -> int:
+        """Number of live vectors in the namespace."""
+        sp = self._space(namespace)
+        return 0 if sp is None else len(sp.sid)
 
     @property
     def kind(self) -> str:
-        """``"flat"`` or ``"hnsw"``: the index structure in use."""
-        return self._kind
+        """``"flat"``, ``"hnsw"`` or ``"ivfpq"``: the structure of the default namespace's index
+        (what a new namespace would start with when it has none yet)."""
+        sp = self._spaces.get("")
+        return sp.kind if sp is not None else self._want_kind(0)
+
+    def memory_bytes(self, *, namespace: str = "") -> int:
+        """Bytes the namespace's serialised index takes (the vectors and search structure)."""
+        sp = self._space(namespace)
+        if sp is None:
+            return 0
+        return int(self._faiss.serialize_index(sp.index).nbytes)
 
     def persist(self) -> None:
         """Write a new generation of index files, then swap the manifest atomically."""
@@ -206,30 +370,35 @@ class FaissBackend:
         self.folder.mkdir(parents=True, exist_ok=True)
         self._gen += 1
         g = self._gen
-        index_name, ids_name, names_name = (
-            f"faiss-{g}.index",
-            f"faiss-{g}.ids.npy",
-            f"faiss-{g}.names.json",
-        )
-        faiss.write_index(self._index, str(self.folder / index_name))
-        keys = list(self._sid)
-        with open(self.folder / ids_name, "wb") as fh:
-            np.save(fh, np.array(keys, dtype=np.int64), allow_pickle=False)
-        write_manifest(self.folder, names_name, {"names": [self._sid[i] for i in keys]})
-        write_manifest(
-            self.folder,
-            "faiss.json",
-            {
-                "generation": g,
-                "kind": self._kind,
-                "dim": self.dim,
+        spaces: dict[str, Any] = {}
+        keep: set[str] = set()
+        for n, (ns, sp) in enumerate(sorted(self._spaces.items())):
+            index_name, ids_name, names_name = (
+                f"faiss-{g}-{n}.index",
+                f"faiss-{g}-{n}.ids.npy",
+                f"faiss-{g}-{n}.names.json",
+            )
+            faiss.write_index(sp.index, str(self.folder / index_name))
+            keys = list(sp.sid)
+            with open(self.folder / ids_name, "wb") as fh:
+                np.save(fh, np.array(keys, dtype=np.int64), allow_pickle=False)
+            write_manifest(
+                self.folder,
+                names_name,
+                {"names": [sp.sid[i] for i in keys], "meta": [sp.meta.get(i, {}) for i in keys]},
+            )
+            spaces[ns] = {
+                "kind": sp.kind,
                 "index": index_name,
                 "ids": ids_name,
                 "names": names_name,
-                "tombstones": sorted(self._tomb),
-            },
+                "tombstones": sorted(sp.tomb),
+            }
+            keep.update((index_name, ids_name, names_name))
+        write_manifest(
+            self.folder, "faiss.json", {"generation": g, "dim": self.dim, "spaces": spaces}
         )
-        remove_stale(self.folder, "faiss-", {index_name, ids_name, names_name})
+        remove_stale(self.folder, "faiss-", keep)
 
     def close(self) -> None:
         """Persist and release."""

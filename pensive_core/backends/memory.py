@@ -2,15 +2,42 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..filters import Filter, matches
 from ._files import read_manifest, remove_stale, write_manifest
+from .base import check_metadata, check_namespace
 
 __all__ = ["MemoryBackend"]
+
+
+class _Space:
+    """One namespace: ids, their vectors (rows) and metadata."""
+
+    def __init__(self, dim: int) -> None:
+        self.ids: list[str] = []
+        self.pos: dict[str, int] = {}
+        self.vecs = np.zeros((0, dim), dtype=np.float32)
+        self.meta: list[dict[str, Any]] = []
+
+    def load(self, ids: list[str], vecs: np.ndarray, meta: list[dict[str, Any]]) -> None:
+        self.ids, self.vecs, self.meta = ids, vecs, meta
+        self.pos = {cid: i for i, cid in enumerate(ids)}
+
+    def delete(self, ids: Sequence[str]) -> None:
+        drop = {self.pos[i] for i in ids if i in self.pos}
+        if not drop:
+            return
+        keep = [i for i in range(len(self.ids)) if i not in drop]
+        self.load(
+            [self.ids[i] for i in keep],
+            self.vecs[np.array(keep, dtype=np.int64)],
+            [self.meta[i] for i in keep],
+        )
 
 
 class MemoryBackend:
@@ -23,73 +50,113 @@ class MemoryBackend:
     """
 
     name = "memory"
+    kind = "flat"
 
     def __init__(self, folder: Path | None, dim: int, options: Any = None) -> None:
         self.dim = dim
         self.folder = folder
-        self._ids: list[str] = []
-        self._pos: dict[str, int] = {}
-        self._vecs = np.zeros((0, dim), dtype=np.float32)
+        self._spaces: dict[str, _Space] = {}
         self._gen = 0
         manifest = read_manifest(folder, "memory.json") if folder else None
         if manifest and folder is not None:
             self._gen = manifest["generation"]
-            self._ids = list(manifest["ids"])
-            self._vecs = np.load(folder / manifest["vectors"], allow_pickle=False)
-            self._pos = {cid: i for i, cid in enumerate(self._ids)}
+            spaces = manifest.get("spaces")
+            if spaces is None:  # written before namespaces: one space, no metadata
+                spaces = {"": {"ids": manifest["ids"], "vectors": manifest["vectors"]}}
+            for ns, entry in spaces.items():
+                sp = self._spaces[ns] = _Space(dim)
+                meta = entry.get("meta") or [{} for _ in entry["ids"]]
+                vecs = np.load(folder / entry["vectors"], allow_pickle=False)
+                sp.load(list(entry["ids"]), vecs, list(meta))
 
-    def upsert(self, ids: Sequence[str], vectors: np.ndarray) -> None:
-        """Add or replace vectors."""
-        vectors = np.asarray(vectors, dtype=np.float32).reshape(len(ids), self.dim)
-        self.delete([i for i in ids if i in self._pos])
-        self._vecs = np.concatenate([self._vecs, vectors]) if len(self._vecs) else vectors.copy()
-        for cid in ids:
-            self._pos[cid] = len(self._ids)
-            self._ids.append(cid)
+    def _space(self, namespace: str, create: bool = False) -> _Space | None:
+        check_namespace(namespace)
+        sp = self._spaces.get(namespace)
+        if sp is None and create:
+            sp = self._spaces[namespace] = _Space(self.dim)
+        return sp
 
-    def delete(self, ids: Sequence[str]) -> None:
-        """Remove vectors; unknown ids are ignored."""
-        drop = {self._pos[i] for i in ids if i in self._pos}
-        if not drop:
+    def upsert(
+        self,
+        ids: Sequence[str],
+        vectors: np.ndarray,
+        metadata: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        namespace: str = "",
+    ) -> None:
+        """Add or replace vectors and their metadata."""
+        check_namespace(namespace)
+        ids, vecs, metas = check_metadata(ids, vectors, metadata, self.dim)
+        if not ids:
             return
-        keep = np.array([i for i in range(len(self._ids)) if i not in drop], dtype=np.int64)
-        self._vecs = self._vecs[keep]
-        self._ids = [self._ids[i] for i in keep]
-        self._pos = {cid: i for i, cid in enumerate(self._ids)}
+        last = {cid: i for i, cid in enumerate(ids)}  # a repeated id: the last one wins
+        order = sorted(last.values())
+        sp = self._space(namespace, create=True)
+        assert sp is not None
+        sp.delete([cid for cid in last if cid in sp.pos])
+        sp.load(
+            sp.ids + [ids[i] for i in order],
+            np.concatenate([sp.vecs, vecs[order]]),
+            sp.meta + [metas[i] for i in order],
+        )
 
-    def search(self, vector: np.ndarray, k: int) -> list[tuple[str, float]]:
-        """Exact inner-product top-k."""
-        if not self._ids or k <= 0:
+    def delete(self, ids: Sequence[str], *, namespace: str = "") -> None:
+        """Remove vectors; unknown ids are ignored."""
+        sp = self._space(namespace)
+        if sp is not None:
+            sp.delete(list(ids))
+
+    def search(
+        self, vector: np.ndarray, k: int, *, where: Filter | None = None, namespace: str = ""
+    ) -> list[tuple[str, float]]:
+        """Exact inner-product top-k among the records passing ``where``."""
+        sp = self._space(namespace)
+        if sp is None or not sp.ids or k <= 0:
             return []
-        scores = self._vecs @ np.asarray(vector, dtype=np.float32)
-        k = min(k, len(scores))
-        top = np.argpartition(-scores, k - 1)[:k]
-        top = top[np.argsort(-scores[top], kind="stable")]
-        return [(self._ids[i], float(scores[i])) for i in top]
+        scores = sp.vecs @ np.asarray(vector, dtype=np.float32).reshape(-1)
+        rows = np.arange(len(sp.ids))
+        if where is not None:
+            rows = np.array([i for i in rows.tolist() if matches(where, sp.meta[i])], dtype=int)
+            if not len(rows):
+                return []
+        k = min(k, len(rows))
+        sub = scores[rows]
+        top = np.argpartition(-sub, k - 1)[:k]
+        top = top[np.argsort(-sub[top], kind="stable")]
+        return [(sp.ids[rows[i]], float(sub[i])) for i in top]
 
-    def fetch(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+    def fetch(self, ids: Sequence[str], *, namespace: str = "") -> dict[str, np.ndarray]:
         """Stored vectors by id; unknown ids are left out."""
-        return {i: self._vecs[self._pos[i]].copy() for i in ids if i in self._pos}
+        sp = self._space(namespace)
+        if sp is None:
+            return {}
+        return {i: sp.vecs[sp.pos[i]].copy() for i in ids if i in sp.pos}
 
-    def count(self) -> int:
-        """Number of stored vectors."""
-        return len(self._ids)
+    def count(self, *, namespace: str = "") -> int:
+        """Number of stored vectors in the namespace."""
+        sp = self._space(namespace)
+        return 0 if sp is None else len(sp.ids)
 
     def persist(self) -> None:
-        """Write vectors and ids under a new generation, then swap the manifest."""
+        """Write every namespace under a new generation, then swap the manifest."""
         if self.folder is None:
             return
         self.folder.mkdir(parents=True, exist_ok=True)
         self._gen += 1
-        vec_name = f"memory-{self._gen}.npy"
-        with open(self.folder / vec_name, "wb") as fh:
-            np.save(fh, self._vecs, allow_pickle=False)
+        spaces: dict[str, Any] = {}
+        keep: set[str] = set()
+        for n, (ns, sp) in enumerate(sorted(self._spaces.items())):
+            vec_name = f"memory-{self._gen}-{n}.npy"
+            with open(self.folder / vec_name, "wb") as fh:
+                np.save(fh, sp.vecs, allow_pickle=False)
+            spaces[ns] = {"ids": sp.ids, "vectors": vec_name, "meta": sp.meta}
+            keep.add(vec_name)
         write_manifest(
             self.folder,
             "memory.json",
-            {"generation": self._gen, "ids": self._ids, "vectors": vec_name},
+            {"generation": self._gen, "dim": self.dim, "spaces": spaces},
         )
-        remove_stale(self.folder, "memory-", {vec_name})
+        remove_stale(self.folder, "memory-", keep)
 
     def close(self) -> None:
         """Persist and release."""

@@ -15,6 +15,8 @@ BACKENDS: dict[str, str] = {
     "faiss": "pensive_core.backends.faiss:FaissBackend",
     "memory": "pensive_core.backends.memory:MemoryBackend",
     "chroma": "pensive_core.backends.chroma:ChromaBackend",
+    "pinecone": "pensive_core.backends.pinecone:PineconeBackend",
+    "weaviate": "pensive_core.backends.weaviate:WeaviateBackend",
 }
 
 

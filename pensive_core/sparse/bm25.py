@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -216,8 +216,16 @@ class BM25Index:
             self._add_segment(rows, toks)
 
     # -- reading ------------------------------------------------------------------------------
-    def search(self, query: str, k: int) -> list[tuple[str, float]]:
-        """Top-k passages for ``query`` by BM25, best first (pending additions excluded)."""
+    def search(
+        self, query: str, k: int, allowed: Container[str] | None = None
+    ) -> list[tuple[str, float]]:
+        """Top-k passages for ``query`` by BM25, best first (pending additions excluded).
+
+        Args:
+            query: The question.
+            k: How many passages.
+            allowed: If given, only passages whose ids it contains (a metadata filter).
+        """
         terms = self._ids_for(self.tokenizer.tokenize(query), grow=False)
         if not len(terms) or not self.segments or k <= 0:
             return []
@@ -229,6 +237,9 @@ class BM25Index:
             if scores is None:
                 continue
             nz = np.flatnonzero(scores > 0)
+            if allowed is not None and len(nz):
+                rows = seg.rows
+                nz = nz[np.fromiter((rows[r] in allowed for r in nz.tolist()), bool, len(nz))]
             if not len(nz):
                 continue
             kk = min(k, len(nz))
