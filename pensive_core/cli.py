@@ -1,4 +1,4 @@
-"""The ``pensive`` command: ingest, query, stats, bench.
+"""The ``pensive`` command: ingest, query, stats, reindex, bench.
 
 Errors are printed as one line (``error: ...``) with exit code 1, never as a traceback.
 """
@@ -206,6 +206,49 @@ def _spark(counts: list[int]) -> str:
     """One character per bin: a bar scaled to the fullest bin, a dot for an empty one."""
     top = max(counts, default=0)
     return "".join(_BARS[max(0, -(-n * len(_BARS) // top) - 1)] if n else "·" for n in counts)
+
+
+@app.command()
+def reindex(
+    to: str = typer.Option(
+        ..., "--to", help="The backend to move to: faiss, chroma, pinecone, ..."
+    ),
+    store: Path | None = StoreOpt,
+    config: Path | None = typer.Option(
+        None, "--config", "-c", help="A pensive.toml whose [backend.NAME] section to use."
+    ),
+    namespace: str | None = typer.Option(None, help="Namespace in the new backend."),
+    settings: list[str] = typer.Option(
+        [], "--set", help="KEY=VALUE for the new backend's section, e.g. --set port=8000."
+    ),
+) -> None:
+    """Move the dense index to another backend from the stored vectors (no re-embedding)."""
+    from .config import load_config
+    from .engine import Pensive
+
+    options: dict[str, Any] = {}
+    if config is not None:
+        section = load_config(str(config)).backend.model_dump().get(to)
+        if isinstance(section, dict):
+            options.update(section)
+    for item in settings:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise PensiveError(f"--set takes KEY=VALUE, got {item!r}")
+        options[key.strip()] = value.strip()
+    folder = store or Path("pensive-data")
+    if not (folder / "pensive.sqlite").is_file():
+        raise NotFoundError(f"no Pensive store at {folder}")
+    with Pensive(folder) as p:  # the saved config: the store's own backend is the source
+        before = p.stats()["vectors"]
+        report = p.reindex(to, options or None, namespace=namespace)
+        after = p.stats()["vectors"]
+    console.print(
+        f"moved {report['vectors']} vectors from {report['from']} to {report['to']} "
+        f"in {report['seconds']:.1f}s ({before} before, {after} after"
+        + (f", {report['embedded']} embedded" if report["embedded"] else "")
+        + ")"
+    )
 
 
 @app.command(

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import shutil
 import threading
 import time
 import unicodedata
@@ -22,7 +24,7 @@ from .chunking import chunk_text, content_hash
 from .config import STRUCTURAL_KEYS, PensiveConfig, get_key, load_config
 from .embedders.base import Embedder
 from .embedders.registry import create_embedder
-from .errors import ConfigError, InputError, NotFoundError, PensiveError
+from .errors import BackendError, ConfigError, InputError, NotFoundError, PensiveError
 from .filters import Filter, backend_metadata, canonical, matches, parse_filter
 from .fusion import Fused, fuse
 from .loaders import iter_files, load_file
@@ -158,6 +160,12 @@ class Pensive:
         self._data_version = version
         commit = self._archive.commit_number()
         if commit != self._commit_no:
+            saved = load_config(base=self._archive.get_meta("config"), environ={}).backend
+            if (saved.name, saved.namespace) != (
+                self.config.backend.name,
+                self.config.backend.namespace,
+            ):  # the writer moved the vectors to another backend (reindex): follow it
+                self.config = self.config.model_copy(update={"backend": saved})
             self._load_indexes()
             self._commit_no = commit
 
@@ -203,7 +211,8 @@ class Pensive:
         if self._backend is None:
             name = self.config.backend.name
             options = getattr(self.config.backend, name, None)
-            self._backend = create_backend(name, self.path / "vectors", dim, options)
+            folder = self.path / (self._archive.get_meta("vectors_dir") or "vectors")
+            self._backend = create_backend(name, folder, dim, options)
             if not self.read_only:
                 self._archive.set_meta("backend", name)
         return self._backend
@@ -854,6 +863,144 @@ class Pensive:
         """The document's text from ``window`` passages before ``ordinal`` to as many after."""
         spans = self._archive.neighbours(doc.id, ordinal, window)
         return doc.text[spans[0][1] : spans[-1][2]] if spans else doc.text
+
+    # -- moving the vectors --------------------------------------------------------------------
+    def reindex(
+        self,
+        to: str,
+        options: Mapping[str, Any] | None = None,
+        *,
+        namespace: str | None = None,
+        batch_size: int = 512,
+        verify_timeout_s: float = 60.0,
+    ) -> dict[str, Any]:
+        """Move the dense index to another vector backend, without embedding anything again.
+
+        Every indexed passage's stored vector is read from the current backend and written,
+        with its document's metadata, to the new one; the counts are then checked (waiting up
+        to ``verify_timeout_s`` for an eventually consistent service). Only when they agree
+        does the store switch: its saved config names the new backend, readers follow at their
+        next query, and the old local index files are removed (vectors on a remote service are
+        left where they were). On any failure the store stays on the old backend, unchanged.
+
+        Args:
+            to: The new backend's name (``faiss``, ``chroma``, ``pinecone``, ``weaviate``,
+                ``memory`` or ``module:Class``).
+            options: Settings of the new backend's config section, e.g.
+                ``{"mode": "http", "port": 8000}`` for Chroma; the rest keep their values.
+            namespace: The namespace to use in the new backend (default: the current one).
+            batch_size: Vectors moved per request.
+            verify_timeout_s: How long to wait for the new backend's count to reach the total.
+
+        Returns:
+            ``from``, ``to``, ``vectors`` moved, ``embedded`` (passages the old backend lacked,
+            embedded once; normally 0), ``seconds``.
+
+        Raises:
+            ConfigError: If the backend or its options are wrong.
+            BackendError: If the new backend already holds vectors in that namespace, or its
+                count does not reach the total.
+        """
+        self._check_writable()
+        t0 = time.perf_counter()
+        with self._lock:
+            old_cfg = self.config.backend
+            raw = self.config.model_dump()
+            raw["backend"]["name"] = to
+            if namespace is not None:
+                raw["backend"]["namespace"] = namespace
+            if options:
+                section = raw["backend"].get(to)
+                if not isinstance(section, dict):
+                    raise ConfigError(f"backend {to!r} has no [backend.{to}] section to set")
+                section.update(options)
+            new_cfg = load_config(raw, environ={})
+            ns_old, ns_new = old_cfg.namespace, new_cfg.backend.namespace
+            dim = self._archive.get_meta("dim")
+            n = 1
+            while (self.path / f"vectors.{n}").exists():
+                n += 1
+            folder_name = f"vectors.{n}"
+            report: dict[str, Any] = {"from": old_cfg.name, "to": to, "vectors": 0, "embedded": 0}
+            dest = None
+            if dim is not None:
+                dest = create_backend(
+                    to, self.path / folder_name, int(dim), getattr(new_cfg.backend, to, None)
+                )
+                try:
+                    report.update(self._copy_vectors(dest, ns_old, ns_new, batch_size))
+                    self._verify_count(dest, ns_new, report["vectors"], verify_timeout_s)
+                except BaseException:
+                    dest.close()
+                    if (self.path / folder_name).exists():
+                        shutil.rmtree(self.path / folder_name, ignore_errors=True)
+                    raise
+            old_folder = self.path / (self._archive.get_meta("vectors_dir") or "vectors")
+            self._archive.set_meta("config", new_cfg.model_dump())
+            self._archive.set_meta("backend", to)
+            self._archive.set_meta("vectors_dir", folder_name)
+            if self._backend is not None:
+                self._backend.close()
+            self._backend = dest
+            self.config = self.config.model_copy(update={"backend": new_cfg.backend})
+            self._changed = True
+            self._commit()
+            if self._l1 is not None:  # another index can order near-ties differently
+                self._l1.invalidate_all(self._commit_no)
+            if old_folder.exists():
+                shutil.rmtree(old_folder, ignore_errors=True)
+        report["seconds"] = round(time.perf_counter() - t0, 3)
+        log.info("reindexed %s", report)
+        return report
+
+    def _copy_vectors(
+        self, dest: VectorBackend, ns_old: str, ns_new: str, batch_size: int
+    ) -> dict[str, int]:
+        already = dest.count(namespace=ns_new)
+        if already:
+            raise BackendError(
+                f"the {dest.name} backend already holds {already} vectors in namespace "
+                f"{ns_new!r}; reindex into an empty namespace (namespace=...) or empty it first"
+            )
+        rows = self._archive.db.execute(
+            "SELECT c.id, c.doc_id, c.text, d.metadata FROM chunks c "
+            "JOIN documents d ON d.id = c.doc_id WHERE d.indexed = 1 "
+            "ORDER BY c.doc_id, c.ordinal"
+        ).fetchall()
+        moved = embedded = 0
+        src = self._backend
+        for i in range(0, len(rows), max(1, batch_size)):
+            part = rows[i : i + batch_size]
+            ids = [r[0] for r in part]
+            got = src.fetch(ids, namespace=ns_old) if src is not None else {}
+            lost = [r for r in part if r[0] not in got]
+            if lost:  # the old index lacks them (e.g. it was emptied): embed just those
+                vecs = self._get_embedder().embed([r[2] for r in lost])
+                got.update(zip((r[0] for r in lost), np.asarray(vecs, dtype=np.float32)))
+                embedded += len(lost)
+            dest.upsert(
+                ids,
+                np.stack([got[c] for c in ids]).astype(np.float32),
+                [backend_metadata(json.loads(r[3]), r[1]) for r in part],
+                namespace=ns_new,
+            )
+            moved += len(ids)
+        dest.persist()
+        return {"vectors": moved, "embedded": embedded}
+
+    @staticmethod
+    def _verify_count(dest: VectorBackend, namespace: str, want: int, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            have = dest.count(namespace=namespace)
+            if have == want:
+                return
+            if time.monotonic() >= deadline:
+                raise BackendError(
+                    f"reindex: the {dest.name} backend holds {have} vectors in namespace "
+                    f"{namespace!r}, expected {want}; the store stays on its old backend"
+                )
+            time.sleep(0.5)
 
     # -- delete, stats, lifecycle -------------------------------------------------------------
     def delete(self, doc_id: str) -> int:
