@@ -400,7 +400,9 @@ class Pensive:
         assert self._l1 is not None
         router = self.config.router
         changed = len(self._chg_added) + len(self._chg_removed)
-        approximate = getattr(self._backend, "kind", None) == "hnsw"  # inserts move search paths
+        # an approximate index (HNSW, IVF, a service's ANN): inserts move search paths; a
+        # backend that does not say it is exact ("flat") is taken to be approximate
+        approximate = getattr(self._backend, "kind", None) != "flat"
         bulk = changed > router.l1_bulk_fraction * max(1, self._bm25.n_live)
         if self._bm25.rebuilt or bulk or approximate:
             self._refresh_l1(self._l1.entries(), None, commit)  # every entry is affected

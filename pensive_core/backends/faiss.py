@@ -350,10 +350,10 @@ class FaissBackend:
 
     @property
     def kind(self) -> str:
-        """``"flat"``, ``"hnsw"`` or ``"ivfpq"``: the structure of the default namespace's index
-        (what a new namespace would start with when it has none yet)."""
-        sp = self._spaces.get("")
-        return sp.kind if sp is not None else self._want_kind(0)
+        """``"flat"``, ``"hnsw"`` or ``"ivfpq"``: the index structure in use (the approximate one
+        if namespaces differ; what a first namespace would start with when there is none)."""
+        kinds = {sp.kind for sp in self._spaces.values()} or {self._want_kind(0)}
+        return next((k for k in ("hnsw", "ivfpq") if k in kinds), "flat")
 
     def memory_bytes(self, *, namespace: str = "") -> int:
         """Bytes the namespace's serialised index takes (the vectors and search structure)."""

@@ -168,6 +168,7 @@ class WeaviateBackend:
 
     name = "weaviate"
     kind = "hnsw"  # Weaviate searches an HNSW graph: approximate
+    kind = "hnsw"  # Weaviate searches an HNSW graph: approximate
 
     def __init__(
         self, folder: Path | None, dim: int, options: WeaviateConfig | None = None

@@ -377,3 +377,29 @@ def test_atomic_persist_keeps_previous_generation(tmp_path, monkeypatch):
         b.persist()
     monkeypatch.undo()
     assert create_backend("faiss", tmp_path, DIM).count() == 5  # the old generation is intact
+
+
+@pytest.mark.parametrize(
+    "backend, module, extra",
+    [
+        ("faiss", "faiss", "faiss"),
+        ("chroma", "chromadb", "chroma"),
+        ("pinecone", "pinecone", "pinecone"),
+        ("weaviate", "weaviate", "weaviate"),
+    ],
+)
+def test_a_missing_extra_is_named_and_nothing_is_written(
+    tmp_path, monkeypatch, backend, module, extra
+):
+    import sys
+
+    from pensive_core import Document, MissingDependencyError, Pensive
+    from tests.conftest import HASH_CONFIG
+
+    for name in [m for m in sys.modules if m == module or m.startswith(module + ".")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, module, None)  # import fails as if not installed
+    with Pensive(tmp_path, config={**HASH_CONFIG, "backend": {"name": backend}}) as p:
+        with pytest.raises(MissingDependencyError, match=rf'pip install "pensive\[{extra}\]"'):
+            p.ingest([Document(id="a", text="alpha beta")])
+        assert p.stats()["documents"] == 0
