@@ -108,3 +108,27 @@ def test_reindex_refuses_a_namespace_in_use(tmp_path, services):
         # nothing changed: still FAISS, still answering
         assert p.stats()["backend"] == "faiss" and p.stats()["vectors"] == 3
         assert p.query("Acme revenue", k=1).hits
+
+
+@pytest.mark.parametrize("name", ["pinecone", "weaviate", "chroma"])
+def test_two_stores_share_one_service_apart_by_namespace(tmp_path, services, name):
+    docs = {d.id: d for d in docs_corpus()}
+    tenants = {"acme": ["q3", "q4", "ceo"], "nature": ["bird", "tea"]}
+    stores = {}
+    for tenant, ids in tenants.items():
+        cfg = {**HASH_CONFIG, "backend": {**services[name], "namespace": f"ns-{tenant}"}}
+        stores[tenant] = Pensive(tmp_path / tenant, config=cfg)
+        stores[tenant].ingest(docs[i] for i in ids)
+    try:
+        for tenant, p in stores.items():
+            assert p.stats()["vectors"] == len(tenants[tenant])
+            for q in ("Acme revenue billion", "arctic tern migration"):
+                res = p.query(q, k=5, filters={"topic": {"$ne": "nothing"}})
+                assert {h.doc_id for h in res.hits} <= set(tenants[tenant])
+                dense = p._backend.search(
+                    p._get_embedder().embed_query(q), 10, namespace=p.config.backend.namespace
+                )
+                assert {c.split("#")[0] for c, _ in dense} == set(tenants[tenant])
+    finally:
+        for p in stores.values():
+            p.close()

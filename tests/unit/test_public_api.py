@@ -140,3 +140,26 @@ def test_hits_are_immutable_but_still_dicts():
     mine = dict(h.metadata)
     mine["b"] = 2  # a copy is an ordinary dict
     assert "b" not in h.metadata
+
+
+def test_backend_defaults_and_signatures_are_pinned():
+    import inspect
+
+    from pensive_core import Pensive
+    from pensive_core.backends import VectorBackend
+
+    b = PensiveConfig().backend
+    assert b.namespace == "" and b.faiss.index == "auto" and b.faiss.hnsw_threshold == 200_000
+    assert (b.faiss.ivf_nprobe, b.faiss.pq_m, b.faiss.ivf_train_min) == (32, 0, 10_000)
+    assert (b.pinecone.index, b.pinecone.api_key_env) == ("pensive", "PINECONE_API_KEY")
+    assert (b.weaviate.url, b.weaviate.collection) == ("http://localhost:8080", "Pensive")
+    q = inspect.signature(Pensive.query).parameters
+    assert list(q) == ["self", "text", "k", "as_of", "filters"]
+    assert q["k"].default == 5 and q["filters"].default is None
+    assert q["filters"].kind is inspect.Parameter.KEYWORD_ONLY
+    r = inspect.signature(Pensive.reindex).parameters
+    assert list(r)[:4] == ["self", "to", "options", "namespace"]
+    s = inspect.signature(VectorBackend.search).parameters
+    assert list(s) == ["self", "vector", "k", "where", "namespace"]
+    u = inspect.signature(VectorBackend.upsert).parameters
+    assert list(u) == ["self", "ids", "vectors", "metadata", "namespace"]
