@@ -38,6 +38,7 @@ import numpy as np
 from ..config import PineconeConfig
 from ..errors import BackendError, ConfigError, InputError, MissingDependencyError
 from ..filters import And, Cmp, Filter, Or, to_mongo
+from ._retry import with_backoff
 from .base import check_metadata, check_namespace
 
 __all__ = ["PineconeBackend", "pinecone_filter"]
@@ -287,28 +288,39 @@ class PineconeBackend:
 
         Returns None for a 404 when ``missing_ok`` and for a 409 when ``conflict_ok``.
         """
-        attempt = 0
-        while True:
+        ok = {404} if missing_ok else set()
+        if conflict_ok:
+            ok.add(409)
+
+        def transient(exc: Exception) -> bool:
+            status = _status(exc)
+            if status is None:
+                return isinstance(exc, self._transient_types)
+            return status in (408, 429) or 500 <= status <= 599
+
+        def fail(exc: Exception, attempts: int) -> Exception:
+            return self._error(what, exc, _status(exc), transient(exc), attempts)
+
+        def wait_hint(exc: Exception) -> float | None:
+            hint = getattr(exc, "retry_after", None)
+            return float(hint) if isinstance(hint, (int, float)) else None
+
+        def once() -> Any:
             try:
                 return fn(*args, **kwargs)
             except Exception as exc:
-                status = _status(exc)
-                if (missing_ok and status == 404) or (conflict_ok and status == 409):
+                if _status(exc) in ok:  # "not there" / "already there": an answer, not a failure
                     return None
-                transient = (
-                    status in (408, 429) or 500 <= status <= 599
-                    if status is not None
-                    else isinstance(exc, self._transient_types)
-                )
-                if transient and attempt < self.cfg.retries:
-                    delay = self.cfg.backoff_s * 2**attempt
-                    retry_after = getattr(exc, "retry_after", None)
-                    if isinstance(retry_after, (int, float)) and retry_after > 0:
-                        delay = max(delay, min(float(retry_after), 60.0))
-                    time.sleep(delay)
-                    attempt += 1
-                    continue
-                raise self._error(what, exc, status, transient, attempt + 1) from exc
+                raise
+
+        return with_backoff(
+            once,
+            retries=self.cfg.retries,
+            backoff_s=self.cfg.backoff_s,
+            transient=transient,
+            fail=fail,
+            wait_hint=wait_hint,
+        )
 
     def _error(
         self, what: str, exc: Exception, status: int | None, transient: bool, attempts: int

@@ -28,7 +28,6 @@ import functools
 import math
 import os
 import re
-import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -40,6 +39,7 @@ import numpy as np
 from ..config import WeaviateConfig
 from ..errors import BackendError, ConfigError, InputError, MissingDependencyError
 from ..filters import FIELD_RE, And, Cmp, Filter, Or
+from ._retry import with_backoff
 from .base import check_metadata, check_namespace
 
 __all__ = ["WeaviateBackend", "DEFAULT_TENANT", "VECTOR_NAME"]
@@ -227,26 +227,30 @@ class WeaviateBackend:
         Raises:
             BackendError: When it fails for good; the message names the server and ``what``.
         """
-        attempt = 0
-        while True:
-            try:
-                return fn()
-            except (InputError, ConfigError, BackendError):
-                raise
-            except Exception as exc:
-                if attempt < self.cfg.retries and _is_transient(exc, connecting=connecting):
-                    time.sleep(self.cfg.backoff_s * (2**attempt))
-                    attempt += 1
-                    continue
-                tried = f" after {attempt + 1} attempts" if attempt else ""
-                hint = (
-                    "; is Weaviate running there? Check [backend.weaviate] url and grpc_port"
-                    if connecting
-                    else ""
-                )
-                raise BackendError(
-                    f"{self._where}: {what} failed{tried} ({type(exc).__name__}: {exc}){hint}"
-                ) from exc
+
+        def fail(exc: Exception, attempts: int) -> Exception:
+            if isinstance(exc, (InputError, ConfigError, BackendError)):
+                return exc  # already says what is wrong
+            tried = f" after {attempts} attempts" if attempts > 1 else ""
+            hint = (
+                "; is Weaviate running there? Check [backend.weaviate] url and grpc_port"
+                if connecting
+                else ""
+            )
+            return BackendError(
+                f"{self._where}: {what} failed{tried} ({type(exc).__name__}: {exc}){hint}"
+            )
+
+        return with_backoff(
+            fn,
+            retries=self.cfg.retries,
+            backoff_s=self.cfg.backoff_s,
+            transient=lambda exc: (
+                not isinstance(exc, (InputError, ConfigError, BackendError))
+                and _is_transient(exc, connecting=connecting)
+            ),
+            fail=fail,
+        )
 
     def _ping_grpc(self, host: str, secure: bool) -> None:
         """Check the gRPC port answers Weaviate's health check (REST alone proves little)."""
