@@ -10,7 +10,7 @@ import contextlib
 import json
 import sqlite3
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -296,19 +296,15 @@ class Archive:
                 )
         return out
 
-    def select_chunks(self, keep: Callable[[str, dict[str, Any]], bool]) -> frozenset[str]:
-        """Ids of passages (indexed or archive-only) whose document passes ``keep(doc_id, meta)``."""
-        docs = [
-            did
-            for did, meta in self.db.execute("SELECT id, metadata FROM documents WHERE indexed>0")
-            if keep(did, json.loads(meta))
-        ]
-        out: set[str] = set()
-        for i in range(0, len(docs), 500):
-            part = docs[i : i + 500]
-            q = f"SELECT id FROM chunks WHERE doc_id IN ({','.join('?' * len(part))})"
-            out.update(r[0] for r in self.db.execute(q, part))
-        return frozenset(out)
+    def filter_rows(self) -> tuple[list[str], list[dict[str, Any]], list[tuple[str, str]]]:
+        """What metadata filters run over: ids and metadata of documents (indexed or archive
+        only), and ``(passage id, document id)`` of their passages."""
+        docs = self.db.execute("SELECT id, metadata FROM documents WHERE indexed>0").fetchall()
+        chunks = self.db.execute(
+            "SELECT c.id, c.doc_id FROM chunks c JOIN documents d ON d.id = c.doc_id "
+            "WHERE d.indexed>0"
+        ).fetchall()
+        return [d[0] for d in docs], [json.loads(d[1]) for d in docs], chunks
 
     def neighbours(self, doc_id: str, ordinal: int, window: int) -> list[tuple[int, int, int]]:
         """``(ordinal, start, end)`` of passages within ``window`` of ``ordinal`` in a document."""

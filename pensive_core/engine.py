@@ -25,7 +25,7 @@ from .config import STRUCTURAL_KEYS, PensiveConfig, get_key, load_config
 from .embedders.base import Embedder
 from .embedders.registry import create_embedder
 from .errors import BackendError, ConfigError, InputError, NotFoundError, PensiveError
-from .filters import Filter, backend_metadata, canonical, matches, parse_filter
+from .filters import Filter, MetadataIndex, backend_metadata, canonical, parse_filter
 from .fusion import Fused, fuse
 from .loaders import iter_files, load_file
 from .router import RouterStats, confidence, exact_needles, fts_all, fts_any, missing_needles
@@ -96,6 +96,7 @@ class Pensive:
         self._changed = False  # content changed since the last commit
         self._reset_changes()
         self._allowed_cache: dict[tuple[str, int], frozenset[str]] = {}
+        self._filter_rows: tuple[int, MetadataIndex, np.ndarray, np.ndarray] | None = None
         self.l3_counts = {"exact": 0, "low_confidence": 0, "found": 0}
         self.l1_refreshed = 0
         try:
@@ -632,9 +633,15 @@ class Pensive:
         key = (canonical(where), self._commit_no)
         got = self._allowed_cache.get(key)
         if got is None:
-            got = self._archive.select_chunks(
-                lambda did, meta: matches(where, backend_metadata(meta, did))
-            )
+            if self._filter_rows is None or self._filter_rows[0] != self._commit_no:
+                doc_ids, metas, chunks = self._archive.filter_rows()
+                pos = {d: i for i, d in enumerate(doc_ids)}
+                index = MetadataIndex([backend_metadata(m, d) for d, m in zip(doc_ids, metas)])
+                cids = np.array([c for c, _ in chunks], dtype=object)
+                of_doc = np.array([pos[d] for _, d in chunks], dtype=np.int64)
+                self._filter_rows = (self._commit_no, index, cids, of_doc)
+            _, index, cids, of_doc = self._filter_rows
+            got = frozenset(cids[index.mask(where)[of_doc]].tolist()) if len(cids) else frozenset()
             if len(self._allowed_cache) > 32:
                 self._allowed_cache.clear()
             self._allowed_cache[key] = got

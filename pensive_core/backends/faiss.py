@@ -25,7 +25,7 @@ import numpy as np
 
 from ..config import FaissConfig
 from ..errors import BackendError, MissingDependencyError
-from ..filters import Filter, canonical, matches
+from ..filters import Filter, MetadataIndex, canonical
 from ._files import read_manifest, remove_stale, write_manifest
 from .base import check_metadata, check_namespace
 
@@ -64,6 +64,7 @@ class _Space:
         self.tomb: set[int] = set()
         self.version = 0  # bumped on every write: cached filter selections expire
         self._selections: dict[str, np.ndarray] = {}
+        self._columns: tuple[np.ndarray, MetadataIndex] | None = None
 
     # -- helpers ------------------------------------------------------------------------------
     def all_vectors(self) -> tuple[np.ndarray, np.ndarray]:
@@ -83,10 +84,9 @@ class _Space:
         return ids[live], vecs[live]
 
     def reconstruct(self, ids: np.ndarray) -> np.ndarray:
-        out = np.zeros((len(ids), self.owner.dim), dtype=np.float32)
-        for row, i in enumerate(ids.tolist()):
-            out[row] = self.index.reconstruct(i)
-        return out
+        if not len(ids):
+            return np.zeros((0, self.owner.dim), dtype=np.float32)
+        return np.asarray(self.index.reconstruct_batch(np.ascontiguousarray(ids, dtype=np.int64)))
 
     def rebuild(self, kind: str, extra_ids: np.ndarray | None = None, extra: Any = None) -> None:
         ids, vecs = self.all_vectors()
@@ -106,10 +106,11 @@ class _Space:
         key = canonical(where)
         got = self._selections.get(key)
         if got is None:
-            got = np.fromiter(
-                (i for i, m in self.meta.items() if i in self.sid and matches(where, m)),
-                dtype=np.int64,
-            )
+            if self._columns is None:  # built at the first filter after a write
+                ids = np.fromiter(self.meta, dtype=np.int64, count=len(self.meta))
+                self._columns = (ids, MetadataIndex([self.meta[i] for i in ids.tolist()]))
+            ids, index = self._columns
+            got = ids[index.mask(where)]
             if len(self._selections) > 64:
                 self._selections.clear()
             self._selections[key] = got
@@ -118,6 +119,7 @@ class _Space:
     def touched(self) -> None:
         self.version += 1
         self._selections.clear()
+        self._columns = None
 
 
 class FaissBackend:
@@ -191,6 +193,7 @@ class FaissBackend:
         for ns, entry in spaces.items():
             sp = _Space.__new__(_Space)
             sp.owner, sp.kind, sp.version, sp._selections = self, entry["kind"], 0, {}
+            sp._columns = None
             try:
                 sp.index = faiss.read_index(str(folder / entry["index"]))
             except RuntimeError as exc:

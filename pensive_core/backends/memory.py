@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ..filters import Filter, matches
+from ..filters import Filter, MetadataIndex
 from ._files import read_manifest, remove_stale, write_manifest
 from .base import check_metadata, check_namespace
 
@@ -23,10 +23,12 @@ class _Space:
         self.pos: dict[str, int] = {}
         self.vecs = np.zeros((0, dim), dtype=np.float32)
         self.meta: list[dict[str, Any]] = []
+        self.columns: MetadataIndex | None = None
 
     def load(self, ids: list[str], vecs: np.ndarray, meta: list[dict[str, Any]]) -> None:
         self.ids, self.vecs, self.meta = ids, vecs, meta
         self.pos = {cid: i for i, cid in enumerate(ids)}
+        self.columns = None  # built at the first filter after a write
 
     def delete(self, ids: Sequence[str]) -> None:
         drop = {self.pos[i] for i in ids if i in self.pos}
@@ -116,7 +118,9 @@ class MemoryBackend:
         scores = sp.vecs @ np.asarray(vector, dtype=np.float32).reshape(-1)
         rows = np.arange(len(sp.ids))
         if where is not None:
-            rows = np.array([i for i in rows.tolist() if matches(where, sp.meta[i])], dtype=int)
+            if sp.columns is None:
+                sp.columns = MetadataIndex(sp.meta)
+            rows = rows[sp.columns.mask(where)]
             if not len(rows):
                 return []
         k = min(k, len(rows))

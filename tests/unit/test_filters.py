@@ -127,3 +127,35 @@ def test_namespace_is_part_of_how_a_store_was_built(tmp_path):
         Pensive(tmp_path, config={"backend": {"namespace": "tenant-b"}})
     with pytest.raises(ConfigError):
         Pensive(tmp_path / "x", config={"backend": {"namespace": "has space"}})
+
+
+def test_metadata_index_agrees_with_matches_on_random_records_and_filters():
+    import random
+
+    from pensive_core.filters import MetadataIndex
+
+    rng = random.Random(7)
+    values = ["a", "b", "c", 0, 1, 1.0, 2.5, -3, True, False, "1", [1], {"x": 1}]
+    fields = ["f", "g", "h"]
+    records = [{f: rng.choice(values) for f in fields if rng.random() < 0.7} for _ in range(300)]
+    scalars = [v for v in values if not isinstance(v, (list, dict))]
+    numbers = [v for v in scalars if isinstance(v, (int, float)) and not isinstance(v, bool)]
+
+    def leaf():
+        f, op = rng.choice(fields), rng.choice(["$eq", "$ne", "$in", "$nin", "$gt", "$lte"])
+        if op in ("$in", "$nin"):
+            return {f: {op: rng.sample(scalars, 3)}}
+        return {f: {op: rng.choice(numbers if op in ("$gt", "$lte") else scalars)}}
+
+    def tree(depth=0):
+        if depth < 2 and rng.random() < 0.4:
+            return {
+                rng.choice(["$and", "$or"]): [tree(depth + 1) for _ in range(rng.randint(2, 3))]
+            }
+        return leaf()
+
+    index = MetadataIndex(records)
+    for _ in range(300):
+        node = parse_filter(tree())
+        want = [matches(node, r) for r in records]
+        assert index.mask(node).tolist() == want, node
