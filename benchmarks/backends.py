@@ -265,7 +265,8 @@ def _r(x: float, n: int = 4) -> float:
 # --------------------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -276,7 +277,7 @@ def start_chroma_server(folder: Path) -> tuple[subprocess.Popen[bytes], int, Any
     import chromadb
 
     exe = shutil.which("chroma") or str(Path(sys.executable).parent / "chroma")
-    port = _free_port()
+    port = free_port()
     folder.mkdir(parents=True, exist_ok=True)
     log = open(folder / "server.log", "wb")  # noqa: SIM115 - closed by stop_chroma_server
     proc = subprocess.Popen(
@@ -300,6 +301,7 @@ def start_chroma_server(folder: Path) -> tuple[subprocess.Popen[bytes], int, Any
 
 
 def stop_chroma_server(proc: subprocess.Popen[bytes], log: Any) -> None:
+    """Stop a server from :func:`start_chroma_server` and close its log."""
     proc.terminate()
     try:
         proc.wait(timeout=15)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import sys
 import time
 import uuid
@@ -14,6 +13,7 @@ import uuid
 import numpy as np
 import pytest
 
+from benchmarks.backends import free_port
 from pensive_core.backends import create_backend
 from pensive_core.backends.pinecone import PineconeBackend, pinecone_filter
 from pensive_core.config import PineconeConfig
@@ -39,12 +39,6 @@ def fake(monkeypatch):
     monkeypatch.setenv(KEY_ENV, "fake-key")
     with serve_pinecone_fake(DIM) as f:
         yield f
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class TestPineconeFake(Conformance):
@@ -183,7 +177,7 @@ def test_client_errors_are_not_retried(fake):
 
 
 def test_unreachable_host_names_the_address(monkeypatch):
-    port = _closed_port()
+    port = free_port()
     monkeypatch.setenv(KEY_ENV, "fake-key")
     opts = fake_options(f"http://127.0.0.1:{port}", retries=2, timeout_s=2.0)
     start = time.monotonic()

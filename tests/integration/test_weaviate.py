@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import socket
 import sys
 import time
 import uuid
@@ -15,6 +14,7 @@ import grpc
 import numpy as np
 import pytest
 
+from benchmarks.backends import free_port
 from pensive_core.backends import create_backend
 from pensive_core.backends.weaviate import WeaviateBackend
 from pensive_core.config import WeaviateConfig
@@ -31,13 +31,6 @@ pytestmark = pytest.mark.integration
 def _collection_for(folder, salt: str = "") -> str:
     """One collection per test folder, so tests sharing a server never see each other."""
     return "T" + hashlib.sha1(f"{folder}{salt}".encode()).hexdigest()[:20]
-
-
-def _free_port() -> int:
-    """A port nothing listens on (bound, then released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _cfg(fake, **kw) -> WeaviateConfig:
@@ -278,7 +271,7 @@ def test_per_object_batch_errors_raise(tmp_path):
 
 
 def test_unreachable_server_names_the_address(tmp_path):
-    port, grpc_port = _free_port(), _free_port()
+    port, grpc_port = free_port(), free_port()
     start = time.monotonic()
     with pytest.raises(BackendError, match=f"127.0.0.1:{port}"):
         WeaviateBackend(
@@ -290,7 +283,7 @@ def test_unreachable_server_names_the_address(tmp_path):
 
 
 def test_unreachable_grpc_port_names_it(tmp_path):
-    grpc_port = _free_port()
+    grpc_port = free_port()
     with serve_weaviate_fake() as f:
         start = time.monotonic()
         with pytest.raises(BackendError, match=f"127.0.0.1:{grpc_port}"):
