@@ -37,6 +37,8 @@ bench: bench-setup
 	$(BIN)/python -m benchmarks.scifact --store $(BENCH)/scifact
 	$(BIN)/python -m benchmarks.tune_router --store $(BENCH)/scifact
 	$(BIN)/python -m benchmarks.router --store $(BENCH)/router --base-store $(BENCH)/scifact
+	$(BIN)/python -m benchmarks.backends --base-store $(BENCH)/scifact
+	$(BIN)/python -m benchmarks.tune_ivfpq
 
 lint: $(STAMP)
 	$(BIN)/ruff check pensive_core pensive_llamaindex pensive_langchain tests benchmarks

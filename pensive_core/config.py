@@ -53,7 +53,7 @@ class FaissConfig(_Section):
     ef_search: int = Field(128, ge=8)
     ivf_nlist: int = Field(0, ge=0)  # inverted lists; 0: about 4 * sqrt(n) at training
     ivf_nprobe: int = Field(32, ge=1)  # lists searched per query
-    pq_m: int = Field(0, ge=0)  # bytes per vector; 0: dim / 8 (48 for 384-d MiniLM)
+    pq_m: int = Field(0, ge=0)  # bytes per vector; 0: dim / 2 (192 for 384-d MiniLM)
     ivf_train_min: int = Field(10_000, ge=256)
     exact_filter_below: int = Field(4096, ge=0)  # filters passing fewer: exact search
 
