@@ -726,8 +726,7 @@ def render(r: dict[str, Any]) -> str:
             f"{f['passages_passing_same_filter']} passages pass), the same for every question; "
             "*new* = `shard $in` 10 random values drawn anew for every question; *doc_id $in* "
             f"= `doc_id $in` {f['doc_id_in_documents']} random document ids (10%), new for every "
-            f"question, measured on the first {qpm['doc_id_in']} questions only (see the note "
-            "below the latency table).",
+            f"question, measured on {qpm['doc_id_in']} questions.",
             "",
             "Ingest: the backend's share only (`upsert` of precomputed vectors with metadata in "
             "batches of 256, then `persist()`); embedding is identical for every backend and "
