@@ -91,7 +91,8 @@ def check_namespace(namespace: str) -> str:
 def check_metadata(
     ids: Sequence[str], vectors: np.ndarray, metadata: Sequence[Mapping[str, Any]] | None, dim: int
 ) -> tuple[list[str], np.ndarray, list[dict[str, Any]]]:
-    """Validate an upsert's arguments: shapes agree, metadata is one dict per id.
+    """Validate an upsert's arguments (shapes agree, metadata is one dict per id) and keep the
+    last of repeated ids, so every backend treats ``upsert(["a", "a"], ...)`` alike.
 
     Raises:
         InputError: If the shapes or lengths disagree.
@@ -108,4 +109,8 @@ def check_metadata(
         metas = [dict(m) for m in metadata]
         if len(metas) != len(ids):
             raise InputError(f"{len(ids)} ids but {len(metas)} metadata dicts")
+    last = {cid: i for i, cid in enumerate(ids)}
+    if len(last) < len(ids):  # a repeated id: the last one wins
+        rows = sorted(last.values())
+        ids, vecs, metas = [ids[r] for r in rows], vecs[rows], [metas[r] for r in rows]
     return ids, vecs, metas

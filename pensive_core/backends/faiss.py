@@ -242,9 +242,6 @@ class FaissBackend:
         ids, vecs, metas = check_metadata(ids, vectors, metadata, self.dim)
         if not ids:
             return
-        last = {s: n for n, s in enumerate(ids)}  # a repeated id: the last one wins
-        rows = sorted(last.values())
-        ids, vecs, metas = [ids[r] for r in rows], vecs[rows], [metas[r] for r in rows]
         sp = self._space(namespace, create=True)
         assert sp is not None
         sp.touched()

@@ -91,16 +91,10 @@ class MemoryBackend:
         ids, vecs, metas = check_metadata(ids, vectors, metadata, self.dim)
         if not ids:
             return
-        last = {cid: i for i, cid in enumerate(ids)}  # a repeated id: the last one wins
-        order = sorted(last.values())
         sp = self._space(namespace, create=True)
         assert sp is not None
-        sp.delete([cid for cid in last if cid in sp.pos])
-        sp.load(
-            sp.ids + [ids[i] for i in order],
-            np.concatenate([sp.vecs, vecs[order]]),
-            sp.meta + [metas[i] for i in order],
-        )
+        sp.delete([cid for cid in ids if cid in sp.pos])
+        sp.load(sp.ids + ids, np.concatenate([sp.vecs, vecs]), sp.meta + metas)
 
     def delete(self, ids: Sequence[str], *, namespace: str = "") -> None:
         """Remove vectors; unknown ids are ignored."""

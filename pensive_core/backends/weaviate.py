@@ -548,8 +548,7 @@ class WeaviateBackend:
         ids, vecs, metas = check_metadata(ids, vectors, metadata, self.dim)
         if not ids:
             return
-        last = {cid: i for i, cid in enumerate(ids)}  # a repeated id: the last one wins
-        rows = sorted(last.values())
+        rows = range(len(ids))  # check_metadata kept the last of repeated ids
         props_of: list[dict[str, Any]] = []
         wanted: dict[str, str] = {}
         for i in rows:

@@ -196,6 +196,16 @@ class Conformance:
         where = parse_filter({"t": "a"})
         assert b.search(va[3], 5, where=where, namespace="tenant-b") == []
 
+    def test_a_repeated_id_in_one_upsert_keeps_the_last(self, tmp_path):
+        vecs = unit(np.random.default_rng(13), 3)
+        b = self.make(tmp_path)
+        b.upsert(["a", "b", "a"], vecs, [{"v": 1}, {"v": 2}, {"v": 3}])
+        self.settle(b, expect=2)
+        assert b.count() == 2
+        hit = b.search(vecs[2], 1, where=parse_filter({"v": 3}))
+        assert hit[0][0] == "a" and hit[0][1] == pytest.approx(1.0, abs=1e-4)
+        assert b.search(vecs[0], 2, where=parse_filter({"v": 1})) == []
+
     def test_bad_arguments_are_refused(self, tmp_path):
         b = self.make(tmp_path)
         vecs = unit(np.random.default_rng(12), 2)
