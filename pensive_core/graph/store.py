@@ -1,0 +1,281 @@
+"""The entity graph's storage: SQLite tables, updated per document, loaded as a sparse matrix.
+
+Nodes are passages (chunks), entities and entity types. Edges are typed and directional, with
+weights:
+
+* passage -> entity (``mentions``, weight = times mentioned) and entity -> passage
+  (``mentioned_in``, the same weight);
+* entity -> type (``is_a``) and type -> entity (``has_member``), weight 1;
+* passage -> next passage of its document (``next``) and back (``prev``), weight 1;
+* entity <-> entity (``co_occurs``), weight = passages mentioning both (pairs are not formed in
+  a passage naming more than ``max_pair_entities`` entities, where they would mean little).
+
+Only passages, entities and mentions are stored; types and the derived edges are built at
+:meth:`GraphStore.load`, so an update never has to touch them. Tables live in the caller's
+SQLite connection (the store's archive), so graph rows commit with the documents they describe.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import sparse
+
+from ..archive import write_transaction
+from .extract import EntityExtractor, merge_aliases
+
+__all__ = ["EDGE_TYPES", "GraphStore", "GraphView"]
+
+EDGE_TYPES = ("mentions", "mentioned_in", "is_a", "has_member", "next", "prev", "co_occurs")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS graph_entities (
+    id INTEGER PRIMARY KEY,
+    key TEXT NOT NULL UNIQUE,
+    kind TEXT NOT NULL,
+    chunks INTEGER NOT NULL DEFAULT 0      -- passages mentioning it; 0 rows are deleted
+);
+CREATE TABLE IF NOT EXISTS graph_chunks (
+    chunk_id TEXT PRIMARY KEY,
+    doc_id TEXT NOT NULL,
+    ordinal INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS graph_chunks_doc ON graph_chunks(doc_id, ordinal);
+CREATE TABLE IF NOT EXISTS graph_mentions (
+    chunk_id TEXT NOT NULL,
+    entity_id INTEGER NOT NULL,
+    count INTEGER NOT NULL,
+    PRIMARY KEY (chunk_id, entity_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS graph_mentions_entity ON graph_mentions(entity_id);
+"""
+
+
+@dataclass(frozen=True)
+class GraphView:
+    """The graph loaded for traversal.
+
+    Attributes:
+        nodes: Node names, passages first (their ids), then entities (``"e:" + key``), then
+            types (``"t:" + kind``).
+        kinds: ``"chunk"``, ``"entity"`` or ``"type"`` per node.
+        n_chunks: How many of the first nodes are passages.
+        n_entities: How many entity nodes follow them.
+        adjacency: ``adjacency[i, j]`` is the weight of the edge ``i -> j`` (summed over types).
+        edges: One matrix per edge type (``EDGE_TYPES``), same shape.
+    """
+
+    nodes: list[str]
+    kinds: list[str]
+    n_chunks: int
+    n_entities: int
+    adjacency: sparse.csr_matrix
+    edges: dict[str, sparse.csr_matrix]
+
+    def index(self) -> dict[str, int]:
+        """Node name -> row."""
+        return {name: i for i, name in enumerate(self.nodes)}
+
+
+class GraphStore:
+    """Entity graph tables in a SQLite database.
+
+    Args:
+        db: An open connection (``isolation_level=None``: this class opens its own
+            transactions).
+        max_pair_entities: Passages naming more entities than this add no co-occurrence edges.
+    """
+
+    def __init__(self, db: sqlite3.Connection, max_pair_entities: int = 30) -> None:
+        self.db = db
+        self.max_pair_entities = max_pair_entities
+        db.executescript(_SCHEMA)
+
+    # -- writing --------------------------------------------------------------------------
+    def add_document(
+        self,
+        doc_id: str,
+        chunks: Sequence[tuple[str, int, str]],
+        extractor: EntityExtractor,
+    ) -> int:
+        """Replace a document's part of the graph with its passages' mentions.
+
+        Aliases are merged over the whole document ("Smith" in one passage is the "John Smith"
+        of another).
+
+        Args:
+            doc_id: The document.
+            chunks: ``(chunk id, ordinal, text)`` of each passage.
+            extractor: What finds the mentions.
+
+        Returns:
+            The number of mentions stored.
+        """
+        per_chunk = [extractor.extract(text) for _, _, text in chunks]
+        merged = merge_aliases([m for ms in per_chunk for m in ms])
+        at = 0
+        keyed: list[list[tuple[str, str]]] = []
+        for ms in per_chunk:
+            keyed.append([(m.key, m.kind) for m in merged[at : at + len(ms)]])
+            at += len(ms)
+        stored = 0
+        with write_transaction(self.db):
+            self._remove(doc_id)
+            for (cid, ordinal, _), mentions in zip(chunks, keyed):
+                self.db.execute(
+                    "INSERT OR REPLACE INTO graph_chunks VALUES (?, ?, ?)", (cid, doc_id, ordinal)
+                )
+                counts = Counter(key for key, _ in mentions)
+                kind_of = dict(mentions)
+                for key, n in counts.items():
+                    eid = self._entity(key, kind_of[key])
+                    self.db.execute(
+                        "INSERT INTO graph_mentions VALUES (?, ?, ?) ON CONFLICT DO UPDATE "
+                        "SET count = count + excluded.count",
+                        (cid, eid, n),
+                    )
+                    self.db.execute(
+                        "UPDATE graph_entities SET chunks = chunks + 1 WHERE id = ?", (eid,)
+                    )
+                    stored += n
+        return stored
+
+    def remove_document(self, doc_id: str) -> None:
+        """Take a document's passages and their mentions out of the graph."""
+        with write_transaction(self.db):
+            self._remove(doc_id)
+
+    def _entity(self, key: str, kind: str) -> int:
+        row = self.db.execute("SELECT id FROM graph_entities WHERE key = ?", (key,)).fetchone()
+        if row is not None:
+            return int(row[0])
+        cur = self.db.execute(
+            "INSERT INTO graph_entities (key, kind, chunks) VALUES (?, ?, 0)", (key, kind)
+        )
+        return int(cur.lastrowid or 0)
+
+    def _remove(self, doc_id: str) -> None:
+        chunk_ids = [
+            r[0]
+            for r in self.db.execute(
+                "SELECT chunk_id FROM graph_chunks WHERE doc_id = ?", (doc_id,)
+            )
+        ]
+        for cid in chunk_ids:
+            self.db.execute(
+                "UPDATE graph_entities SET chunks = chunks - 1 WHERE id IN "
+                "(SELECT entity_id FROM graph_mentions WHERE chunk_id = ?)",
+                (cid,),
+            )
+            self.db.execute("DELETE FROM graph_mentions WHERE chunk_id = ?", (cid,))
+        self.db.execute("DELETE FROM graph_chunks WHERE doc_id = ?", (doc_id,))
+        self.db.execute("DELETE FROM graph_entities WHERE chunks <= 0")
+
+    # -- reading --------------------------------------------------------------------------
+    def counts(self) -> dict[str, int]:
+        """Passages, entities and mentions stored."""
+        one = self.db.execute
+        return {
+            "chunks": int(one("SELECT COUNT(*) FROM graph_chunks").fetchone()[0]),
+            "entities": int(one("SELECT COUNT(*) FROM graph_entities").fetchone()[0]),
+            "mentions": int(
+                one("SELECT COALESCE(SUM(count), 0) FROM graph_mentions").fetchone()[0]
+            ),
+        }
+
+    def entities_of(self, chunk_ids: Iterable[str]) -> dict[str, dict[str, int]]:
+        """Entity keys (with mention counts) of each passage."""
+        out: dict[str, dict[str, int]] = {}
+        for cid in chunk_ids:
+            rows = self.db.execute(
+                "SELECT e.key, m.count FROM graph_mentions m JOIN graph_entities e "
+                "ON e.id = m.entity_id WHERE m.chunk_id = ? ORDER BY e.key",
+                (cid,),
+            ).fetchall()
+            out[cid] = {k: int(n) for k, n in rows}
+        return out
+
+    def chunks_of(self, key: str) -> list[str]:
+        """Passages mentioning the entity with this normal form, in a stable order."""
+        return [
+            r[0]
+            for r in self.db.execute(
+                "SELECT m.chunk_id FROM graph_mentions m JOIN graph_entities e "
+                "ON e.id = m.entity_id WHERE e.key = ? ORDER BY m.chunk_id",
+                (key,),
+            )
+        ]
+
+    def load(self) -> GraphView:
+        """Build the traversal structure: every node and typed edge as sparse matrices.
+
+        Deterministic: nodes are ordered by id, so equal contents give equal matrices.
+        """
+        chunks = self.db.execute(
+            "SELECT chunk_id, doc_id, ordinal FROM graph_chunks ORDER BY chunk_id"
+        ).fetchall()
+        entities = self.db.execute(
+            "SELECT id, key, kind FROM graph_entities ORDER BY key"
+        ).fetchall()
+        types = sorted({kind for _, _, kind in entities})
+        nodes = (
+            [c for c, _, _ in chunks]
+            + [f"e:{k}" for _, k, _ in entities]
+            + [f"t:{t}" for t in types]
+        )
+        kinds = ["chunk"] * len(chunks) + ["entity"] * len(entities) + ["type"] * len(types)
+        c_row = {c: i for i, (c, _, _) in enumerate(chunks)}
+        e_row = {eid: len(chunks) + i for i, (eid, _, _) in enumerate(entities)}
+        t_row = {t: len(chunks) + len(entities) + i for i, t in enumerate(types)}
+        n = len(nodes)
+        lists: dict[str, tuple[list[int], list[int], list[float]]] = {
+            t: ([], [], []) for t in EDGE_TYPES
+        }
+
+        def edge(kind: str, i: int, j: int, w: float) -> None:
+            rows, cols, ws = lists[kind]
+            rows.append(i)
+            cols.append(j)
+            ws.append(w)
+
+        by_chunk: dict[int, list[int]] = {}
+        for cid, eid, count in self.db.execute(
+            "SELECT chunk_id, entity_id, count FROM graph_mentions ORDER BY chunk_id, entity_id"
+        ):
+            i, j = c_row.get(cid), e_row.get(eid)
+            if i is None or j is None:
+                continue
+            edge("mentions", i, j, float(count))
+            edge("mentioned_in", j, i, float(count))
+            by_chunk.setdefault(i, []).append(j)
+        for eid, _, kind in entities:
+            edge("is_a", e_row[eid], t_row[kind], 1.0)
+            edge("has_member", t_row[kind], e_row[eid], 1.0)
+        docs: dict[str, list[tuple[int, int]]] = {}
+        for cid, did, ordinal in chunks:
+            docs.setdefault(did, []).append((ordinal, c_row[cid]))
+        for seq in docs.values():
+            seq.sort()
+            for (_, a), (_, b) in zip(seq, seq[1:]):
+                edge("next", a, b, 1.0)
+                edge("prev", b, a, 1.0)
+        for ents in by_chunk.values():
+            if 1 < len(ents) <= self.max_pair_entities:
+                for a in ents:
+                    for b in ents:
+                        if a != b:
+                            edge("co_occurs", a, b, 1.0)  # summed per pair below
+        mats = {
+            t: sparse.csr_matrix(
+                (np.asarray(ws, dtype=np.float32), (rows, cols)), shape=(n, n), dtype=np.float32
+            )
+            for t, (rows, cols, ws) in lists.items()
+        }
+        for m in mats.values():
+            m.sum_duplicates()
+        adjacency = sum(mats.values(), sparse.csr_matrix((n, n), dtype=np.float32)).tocsr()
+        return GraphView(nodes, kinds, len(chunks), len(entities), adjacency, mats)
