@@ -1,5 +1,20 @@
 """The entity graph: extraction, storage and spreading activation."""
 
+from .activation import ActivationConfig, spread, top_chunks, transition
 from .extract import EntityExtractor, Mention, RuleExtractor, merge_aliases, normalize_entity
+from .store import EDGE_TYPES, GraphStore, GraphView
 
-__all__ = ["EntityExtractor", "Mention", "RuleExtractor", "merge_aliases", "normalize_entity"]
+__all__ = [
+    "EDGE_TYPES",
+    "ActivationConfig",
+    "EntityExtractor",
+    "GraphStore",
+    "GraphView",
+    "Mention",
+    "RuleExtractor",
+    "merge_aliases",
+    "normalize_entity",
+    "spread",
+    "top_chunks",
+    "transition",
+]
