@@ -31,6 +31,7 @@ __all__ = [
     "load_config",
     "STRUCTURAL_KEYS",
     "ChromaConfig",
+    "GraphConfig",
 ]
 
 
@@ -187,6 +188,21 @@ class RouterConfig(_Section):
     l3_below: float = Field(0.0, ge=0, le=1)
 
 
+class GraphConfig(_Section):
+    """The entity graph: built at ingest when enabled, spread from the question's entities and
+    L2's top passages at query time, its passages fused as a third list (``weight``)."""
+
+    enabled: bool = False  # off until benchmarks/multihop measures it on
+    weight: float = Field(0.5, ge=0.0)  # fusion weight of the graph's list
+    hops: int = Field(3, ge=1, le=6)
+    decay: float = Field(0.5, gt=0.0, le=1.0)
+    threshold: float = Field(0.01, ge=0.0, lt=1.0)
+    convergence: float = Field(0.5, ge=0.0)
+    seed_hits: int = Field(5, ge=0, le=100)  # L2's top passages that seed activation
+    entity_weight: float = Field(0.3, ge=0.0)  # entity nodes relative to passages (1.0)
+    max_pair_entities: int = Field(30, ge=2)  # busier passages add no co-occurrence edges
+
+
 class PensiveConfig(_Section):
     """The whole configuration. Every key has a default; see ``README.md`` for each."""
 
@@ -196,6 +212,7 @@ class PensiveConfig(_Section):
     bm25: BM25Config = BM25Config()
     fusion: FusionConfig = FusionConfig()
     router: RouterConfig = RouterConfig()
+    graph: GraphConfig = GraphConfig()
 
 
 # Keys a built store depends on: opening a store with a different value would be silent garbage.

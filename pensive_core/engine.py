@@ -27,6 +27,16 @@ from .embedders.registry import create_embedder
 from .errors import BackendError, ConfigError, InputError, NotFoundError, PensiveError
 from .filters import Filter, MetadataIndex, backend_metadata, canonical, parse_filter
 from .fusion import Fused, fuse
+from .graph import (
+    ActivationConfig,
+    GraphStore,
+    GraphView,
+    RuleExtractor,
+    normalize_entity,
+    spread,
+    top_chunks,
+    transition,
+)
 from .loaders import iter_files, load_file
 from .router import RouterStats, confidence, exact_needles, fts_all, fts_any, missing_needles
 from .sparse.bm25 import BM25Index
@@ -116,6 +126,17 @@ class Pensive:
             self._data_version = self._archive.data_version()
             self._load_indexes()
             self._stats = RouterStats(self._archive.db)
+            self._graph: GraphStore | None = None
+            self._graph_view: tuple[int, GraphView, Any, dict[str, int]] | None = None
+            built = self._archive.db.execute(
+                "SELECT 1 FROM sqlite_master WHERE name = 'graph_chunks'"
+            ).fetchone()
+            if self.config.graph.enabled and (built or not self.read_only):
+                self._graph = GraphStore(
+                    self._archive.db, self.config.graph.max_pair_entities, create=not built
+                )
+                if not self.read_only:
+                    self._sync_graph()
             if self.config.router.l1:
                 r = self.config.router
                 self._l1 = L1Cache(
@@ -367,6 +388,13 @@ class Pensive:
             self._chg_removed.extend(to_delete)
         if plans:
             self._archive.write(plans, archive_only=archive_only)
+            if self._graph is not None:
+                for doc, _, chunks in plans:
+                    self._graph.add_document(
+                        doc.id,
+                        [] if archive_only else [(c.id, c.ordinal, c.text) for c in chunks],
+                        self._extractor,
+                    )
         if plans or to_delete:
             self._changed = True
 
@@ -404,6 +432,7 @@ class Pensive:
         # an approximate index (HNSW, IVF, a service's ANN): inserts move search paths; a
         # backend that does not say it is exact ("flat") is taken to be approximate
         approximate = getattr(self._backend, "kind", None) != "flat"
+        approximate = approximate or self._graph is not None  # activation reaches everywhere
         bulk = changed > router.l1_bulk_fraction * max(1, self._bm25.n_live)
         if self._bm25.rebuilt or bulk or approximate:
             self._refresh_l1(self._l1.entries(), None, commit)  # every entry is affected
@@ -709,7 +738,94 @@ class Pensive:
         t = time.perf_counter()
         fused = fuse(cfg.method, lists, weights, cfg.k)
         timings["fusion_ms"] = _ms(t)
+        if self._graph is not None and self.config.graph.weight > 0:
+            t = time.perf_counter()
+            lists["graph"] = self._activate(text, fused, depth, allowed)
+            weights["graph"] = self.config.graph.weight
+            fused = fuse(cfg.method, lists, weights, cfg.k)
+            timings["graph_ms"] = _ms(t)
         return fused, lists, qvec
+
+    # -- the entity graph ------------------------------------------------------------------
+    @property
+    def _extractor(self) -> RuleExtractor:
+        ext = getattr(self, "_rule_extractor", None)
+        if ext is None:
+            ext = self._rule_extractor = RuleExtractor()
+        return ext
+
+    def _sync_graph(self) -> None:
+        """Bring the graph level with the archive (it was off, or an ingest was cut short):
+        documents whose passages differ are extracted again, vanished ones removed."""
+        assert self._graph is not None
+        db = self._archive.db
+        want: dict[str, set[str]] = {}
+        for cid, did in db.execute(
+            "SELECT c.id, c.doc_id FROM chunks c JOIN documents d ON d.id = c.doc_id "
+            "WHERE d.indexed = 1"
+        ):
+            want.setdefault(did, set()).add(cid)
+        have: dict[str, set[str]] = {}
+        for cid, did in db.execute("SELECT chunk_id, doc_id FROM graph_chunks"):
+            have.setdefault(did, set()).add(cid)
+        stale = [d for d in want if want[d] != have.get(d)]
+        for did in set(have) - set(want):
+            self._graph.remove_document(did)
+        if stale:
+            log.info("building the entity graph for %d document(s)", len(stale))
+        for did in stale:
+            passages = self._archive.doc_chunks(did)
+            self._graph.add_document(
+                did, [(cid, ordinal, text) for cid, ordinal, text in passages], self._extractor
+            )
+
+    def _graph_state(self) -> tuple[GraphView, Any, dict[str, int]]:
+        """The loaded graph and its transition matrix, reloaded after each commit."""
+        assert self._graph is not None
+        if self._graph_view is None or self._graph_view[0] != self._commit_no:
+            view = self._graph.load()
+            cfg = self._activation_config()
+            self._graph_view = (self._commit_no, view, transition(view, cfg), view.index())
+        _, view, matrix, index = self._graph_view
+        return view, matrix, index
+
+    def _activation_config(self) -> ActivationConfig:
+        g = self.config.graph
+        return ActivationConfig(
+            decay=g.decay,
+            hops=g.hops,
+            threshold=g.threshold,
+            convergence=g.convergence,
+            type_weights={"chunk": 1.0, "entity": g.entity_weight, "type": 0.0},
+        )
+
+    def _activate(
+        self, text: str, fused: list[Fused], depth: int, allowed: frozenset[str] | None
+    ) -> list[tuple[str, float]]:
+        """Passages the graph reaches from the question's entities and L2's top passages."""
+        view, matrix, index = self._graph_state()
+        seeds: dict[int, float] = {}
+        words = normalize_entity(text).split()
+        for n in range(1, min(4, len(words)) + 1):  # entity names said in the question
+            for i in range(len(words) - n + 1):
+                gram = " ".join(words[i : i + n])
+                row = index.get("e:" + gram)
+                if row is not None and (n > 1 or gram not in self._words._stop):
+                    seeds[row] = 1.0
+        top = fused[: self.config.graph.seed_hits]
+        if top and top[0].score > 0:
+            for f in top:
+                row = index.get(f.id)
+                if row is not None:
+                    seeds[row] = max(seeds.get(row, 0.0), max(0.0, f.score / top[0].score))
+        if not seeds:
+            return []
+        # a seed passage L2 already found scores only by what other seeds spread to it
+        act = spread(view, seeds, self._activation_config(), matrix, include_seeds=False)
+        ranked = top_chunks(view, act, depth if allowed is None else 10 * depth)
+        if allowed is not None:
+            ranked = [(c, s) for c, s in ranked if c in allowed][:depth]
+        return ranked
 
     def _escalate(
         self,
@@ -1032,6 +1148,8 @@ class Pensive:
             if self._backend is not None:
                 self._backend.delete(ids, namespace=self.config.backend.namespace)
             self._bm25.delete(ids)
+            if self._graph is not None:
+                self._graph.remove_document(doc_id)
             self._commit()
         return len(ids)
 

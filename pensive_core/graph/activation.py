@@ -75,6 +75,8 @@ def spread(
     seeds: Mapping[int, float],
     cfg: ActivationConfig | None = None,
     matrix: sparse.csr_matrix | None = None,
+    *,
+    include_seeds: bool = True,
 ) -> np.ndarray:
     """Activation of every node after spreading from ``seeds`` (node row -> start activation).
 
@@ -83,6 +85,9 @@ def spread(
         seeds: Start activations in (0, 1], by node row; each seed is an independent source.
         cfg: The knobs (defaults when None).
         matrix: A precomputed :func:`transition` for ``view`` and ``cfg`` (computed when None).
+        include_seeds: False leaves out each seed's own start activation, so a seed scores
+            only by what other seeds spread to it (what the graph adds to a retriever that
+            already found the seeds).
 
     Returns:
         One weighted activation per node (``view.nodes`` order), seeds included.
@@ -106,6 +111,9 @@ def spread(
         new = 1.0 - (1.0 - act) * (1.0 - arrived)  # diminishing returns
         frontier = new - act
         act = new
+    if not include_seeds:
+        for r, (node, start) in enumerate(order):
+            act[r, node] = max(0.0, act[r, node] - min(1.0, max(0.0, float(start))))
     miss = np.prod(1.0 - act, axis=0)  # every seed's arrivals, combined the same way
     reached = np.count_nonzero(act >= cfg.threshold, axis=0)
     total = 1.0 - miss

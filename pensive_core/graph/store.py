@@ -88,12 +88,16 @@ class GraphStore:
         db: An open connection (``isolation_level=None``: this class opens its own
             transactions).
         max_pair_entities: Passages naming more entities than this add no co-occurrence edges.
+        create: Create the tables if missing (False for a read-only store).
     """
 
-    def __init__(self, db: sqlite3.Connection, max_pair_entities: int = 30) -> None:
+    def __init__(
+        self, db: sqlite3.Connection, max_pair_entities: int = 30, create: bool = True
+    ) -> None:
         self.db = db
         self.max_pair_entities = max_pair_entities
-        db.executescript(_SCHEMA)
+        if create:
+            db.executescript(_SCHEMA)
 
     # -- writing --------------------------------------------------------------------------
     def add_document(

@@ -148,6 +148,7 @@ def test_backend_defaults_and_signatures_are_pinned():
     from pensive_core import Pensive
     from pensive_core.backends import VectorBackend
 
+    assert PensiveConfig().graph.enabled is False  # experimental until measured
     b = PensiveConfig().backend
     assert b.namespace == "" and b.faiss.index == "auto" and b.faiss.hnsw_threshold == 200_000
     assert (b.faiss.ivf_nprobe, b.faiss.pq_m, b.faiss.ivf_train_min) == (32, 0, 10_000)
