@@ -127,7 +127,10 @@ class Pensive:
             self._load_indexes()
             self._stats = RouterStats(self._archive.db)
             self._graph: GraphStore | None = None
-            self._graph_view: tuple[int, GraphView, Any, dict[str, int]] | None = None
+            self._extractor = RuleExtractor()  # no model: costs nothing until used
+            self._graph_view: (
+                tuple[int, GraphView, Any, dict[str, int], ActivationConfig] | None
+            ) = None
             built = self._archive.db.execute(
                 "SELECT 1 FROM sqlite_master WHERE name = 'graph_chunks'"
             ).fetchone()
@@ -747,13 +750,6 @@ class Pensive:
         return fused, lists, qvec
 
     # -- the entity graph ------------------------------------------------------------------
-    @property
-    def _extractor(self) -> RuleExtractor:
-        ext = getattr(self, "_rule_extractor", None)
-        if ext is None:
-            ext = self._rule_extractor = RuleExtractor()
-        return ext
-
     def _sync_graph(self) -> None:
         """Bring the graph level with the archive (it was off, or an ingest was cut short):
         documents whose passages differ are extracted again, vanished ones removed."""
@@ -779,15 +775,16 @@ class Pensive:
                 did, [(cid, ordinal, text) for cid, ordinal, text in passages], self._extractor
             )
 
-    def _graph_state(self) -> tuple[GraphView, Any, dict[str, int]]:
-        """The loaded graph and its transition matrix, reloaded after each commit."""
+    def _graph_state(self) -> tuple[GraphView, Any, dict[str, int], ActivationConfig]:
+        """The loaded graph, its transition matrix, node index and activation settings,
+        reloaded after each commit."""
         assert self._graph is not None
         if self._graph_view is None or self._graph_view[0] != self._commit_no:
             view = self._graph.load()
             cfg = self._activation_config()
-            self._graph_view = (self._commit_no, view, transition(view, cfg), view.index())
-        _, view, matrix, index = self._graph_view
-        return view, matrix, index
+            self._graph_view = (self._commit_no, view, transition(view, cfg), view.index(), cfg)
+        _, view, matrix, index, cfg = self._graph_view
+        return view, matrix, index, cfg
 
     def _activation_config(self) -> ActivationConfig:
         g = self.config.graph
@@ -803,7 +800,7 @@ class Pensive:
         self, text: str, fused: list[Fused], depth: int, allowed: frozenset[str] | None
     ) -> list[tuple[str, float]]:
         """Passages the graph reaches from the question's entities and L2's top passages."""
-        view, matrix, index = self._graph_state()
+        view, matrix, index, act_cfg = self._graph_state()
         seeds: dict[int, float] = {}
         words = normalize_entity(text).split()
         for n in range(1, min(4, len(words)) + 1):  # entity names said in the question
@@ -821,7 +818,7 @@ class Pensive:
         if not seeds:
             return []
         # a seed passage L2 already found scores only by what other seeds spread to it
-        act = spread(view, seeds, self._activation_config(), matrix, include_seeds=False)
+        act = spread(view, seeds, act_cfg, matrix, include_seeds=False)
         ranked = top_chunks(view, act, depth if allowed is None else 10 * depth)
         if allowed is not None:
             ranked = [(c, s) for c, s in ranked if c in allowed][:depth]

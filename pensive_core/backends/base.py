@@ -11,7 +11,7 @@ import numpy as np
 from ..errors import InputError
 from ..filters import Filter
 
-__all__ = ["VectorBackend", "check_metadata", "check_namespace", "NAMESPACE_RE"]
+__all__ = ["VectorBackend", "check_upsert", "check_namespace", "NAMESPACE_RE"]
 
 #: Namespaces every backend can hold: Chroma collections, Pinecone namespaces and Weaviate
 #: tenants all accept these. ``""`` is the default namespace.
@@ -88,15 +88,20 @@ def check_namespace(namespace: str) -> str:
     return namespace
 
 
-def check_metadata(
-    ids: Sequence[str], vectors: np.ndarray, metadata: Sequence[Mapping[str, Any]] | None, dim: int
+def check_upsert(
+    ids: Sequence[str],
+    vectors: np.ndarray,
+    metadata: Sequence[Mapping[str, Any]] | None,
+    dim: int,
+    namespace: str,
 ) -> tuple[list[str], np.ndarray, list[dict[str, Any]]]:
-    """Validate an upsert's arguments (shapes agree, metadata is one dict per id) and keep the
-    last of repeated ids, so every backend treats ``upsert(["a", "a"], ...)`` alike.
+    """Validate an upsert's arguments (the namespace, shapes agree, metadata is one dict per id)
+    and keep the last of repeated ids, so every backend treats ``upsert(["a", "a"], ...)`` alike.
 
     Raises:
-        InputError: If the shapes or lengths disagree.
+        InputError: If the namespace is invalid or the shapes or lengths disagree.
     """
+    check_namespace(namespace)
     ids = list(ids)
     vecs = np.ascontiguousarray(vectors, dtype=np.float32)
     if vecs.ndim == 1 and len(ids) == 1:

@@ -16,7 +16,7 @@ import numpy as np
 from ..config import ChromaConfig
 from ..errors import BackendError, ConfigError, MissingDependencyError
 from ..filters import And, Filter, Or, matches, to_mongo
-from .base import check_metadata, check_namespace
+from .base import check_namespace, check_upsert
 
 __all__ = ["ChromaBackend"]
 
@@ -124,8 +124,7 @@ class ChromaBackend:
         namespace: str = "",
     ) -> None:
         """Add vectors and their metadata, replacing any already stored under the same ids."""
-        check_namespace(namespace)
-        ids, vecs, metas = check_metadata(ids, vectors, metadata, self.dim)
+        ids, vecs, metas = check_upsert(ids, vectors, metadata, self.dim, namespace)
         if not ids:
             return
         coll = self._collection(namespace, create=True)

@@ -27,7 +27,7 @@ from ..config import FaissConfig
 from ..errors import BackendError, MissingDependencyError
 from ..filters import Filter, MetadataIndex, canonical
 from ._files import read_manifest, remove_stale, write_manifest
-from .base import check_metadata, check_namespace
+from .base import check_namespace, check_upsert
 
 __all__ = ["FaissBackend"]
 
@@ -238,8 +238,7 @@ class FaissBackend:
         namespace: str = "",
     ) -> None:
         """Add or replace vectors and their metadata."""
-        check_namespace(namespace)
-        ids, vecs, metas = check_metadata(ids, vectors, metadata, self.dim)
+        ids, vecs, metas = check_upsert(ids, vectors, metadata, self.dim, namespace)
         if not ids:
             return
         sp = self._space(namespace, create=True)

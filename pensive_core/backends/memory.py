@@ -10,7 +10,7 @@ import numpy as np
 
 from ..filters import Filter, MetadataIndex
 from ._files import read_manifest, remove_stale, write_manifest
-from .base import check_metadata, check_namespace
+from .base import check_namespace, check_upsert
 
 __all__ = ["MemoryBackend"]
 
@@ -87,8 +87,7 @@ class MemoryBackend:
         namespace: str = "",
     ) -> None:
         """Add or replace vectors and their metadata."""
-        check_namespace(namespace)
-        ids, vecs, metas = check_metadata(ids, vectors, metadata, self.dim)
+        ids, vecs, metas = check_upsert(ids, vectors, metadata, self.dim, namespace)
         if not ids:
             return
         sp = self._space(namespace, create=True)

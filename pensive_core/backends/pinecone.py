@@ -39,7 +39,7 @@ from ..config import PineconeConfig
 from ..errors import BackendError, ConfigError, InputError, MissingDependencyError
 from ..filters import And, Cmp, Filter, Or, to_mongo
 from ._retry import with_backoff
-from .base import check_metadata, check_namespace
+from .base import check_namespace, check_upsert
 
 __all__ = ["PineconeBackend", "pinecone_filter"]
 
@@ -375,8 +375,8 @@ class PineconeBackend:
 
         A replaced record's metadata is replaced wholesale, as Pinecone does.
         """
-        ns = check_namespace(namespace)
-        ids, vecs, metas = check_metadata(ids, vectors, metadata, self.dim)
+        ids, vecs, metas = check_upsert(ids, vectors, metadata, self.dim, namespace)
+        ns = namespace
         if not np.isfinite(vecs).all():
             raise InputError("vectors must be finite (no NaN or infinity)")
         index = self._open()

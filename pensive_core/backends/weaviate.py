@@ -40,7 +40,7 @@ from ..config import WeaviateConfig
 from ..errors import BackendError, ConfigError, InputError, MissingDependencyError
 from ..filters import FIELD_RE, And, Cmp, Filter, Or
 from ._retry import with_backoff
-from .base import check_metadata, check_namespace
+from .base import check_namespace, check_upsert
 
 __all__ = ["WeaviateBackend", "DEFAULT_TENANT", "VECTOR_NAME"]
 
@@ -544,11 +544,10 @@ class WeaviateBackend:
             InputError: If the namespace, shapes or metadata are malformed.
             BackendError: If the server refuses or some objects fail.
         """
-        check_namespace(namespace)
-        ids, vecs, metas = check_metadata(ids, vectors, metadata, self.dim)
+        ids, vecs, metas = check_upsert(ids, vectors, metadata, self.dim, namespace)
         if not ids:
             return
-        rows = range(len(ids))  # check_metadata kept the last of repeated ids
+        rows = range(len(ids))  # check_upsert kept the last of repeated ids
         props_of: list[dict[str, Any]] = []
         wanted: dict[str, str] = {}
         for i in rows:
