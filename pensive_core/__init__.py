@@ -18,11 +18,12 @@ from .errors import (
 from .fusion import Fused, rrf, weighted, zscore
 from .timeutil import ensure_utc
 from .tokenize import Tokenizer
-from .types import Chunk, Document, Hit, IngestReport, QueryResult, VectorQuery
+from .types import Aggregation, Chunk, Document, Hit, IngestReport, QueryResult, VectorQuery
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Aggregation",
     "BackendError",
     "Chunk",
     "ConfigError",

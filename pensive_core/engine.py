@@ -9,8 +9,8 @@ import shutil
 import threading
 import time
 import unicodedata
-from collections.abc import Iterable, Mapping
-from datetime import datetime
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -28,11 +28,14 @@ from .errors import BackendError, ConfigError, InputError, NotFoundError, Pensiv
 from .filters import Filter, MetadataIndex, backend_metadata, canonical, parse_filter
 from .fusion import Fused, fuse
 from .graph import (
+    SCHEMA_VERSION,
     ActivationConfig,
     GraphStore,
     GraphView,
     RuleExtractor,
+    is_aggregation,
     normalize_entity,
+    parse_aggregation,
     spread,
     top_chunks,
     transition,
@@ -42,7 +45,7 @@ from .router import RouterStats, confidence, exact_needles, fts_all, fts_any, mi
 from .sparse.bm25 import BM25Index
 from .timeutil import ensure_utc, from_iso, to_iso
 from .tokenize import Tokenizer
-from .types import Chunk, Document, Hit, IngestReport, QueryResult
+from .types import Aggregation, Chunk, Document, Hit, IngestReport, QueryResult
 
 __all__ = ["Pensive"]
 
@@ -128,17 +131,27 @@ class Pensive:
             self._stats = RouterStats(self._archive.db)
             self._graph: GraphStore | None = None
             self._extractor = RuleExtractor()  # no model: costs nothing until used
+            self._agg_words: Tokenizer | None = None  # stemmed words of aggregation questions
             self._graph_view: (
                 tuple[int, GraphView, Any, dict[str, int], ActivationConfig] | None
             ) = None
             built = self._archive.db.execute(
                 "SELECT 1 FROM sqlite_master WHERE name = 'graph_chunks'"
             ).fetchone()
+            if built and self._archive.get_meta("graph_version") != SCHEMA_VERSION:
+                if self.read_only:  # built by another version: the writer rebuilds it
+                    log.warning("the entity graph is from another version; open for writing")
+                    built = None
+                elif self.config.graph.enabled:
+                    log.info("rebuilding the entity graph (built by another version)")
+                    GraphStore.drop(self._archive.db)
+                    built = None
             if self.config.graph.enabled and (built or not self.read_only):
                 self._graph = GraphStore(
                     self._archive.db, self.config.graph.max_pair_entities, create=not built
                 )
                 if not self.read_only:
+                    self._archive.set_meta("graph_version", SCHEMA_VERSION)
                     self._sync_graph()
             if self.config.router.l1:
                 r = self.config.router
@@ -200,6 +213,8 @@ class Pensive:
         self._chg_added: list[str] = []  # passages put into the indexes
         self._chg_vectors: list[np.ndarray] = []  # their vectors
         self._chg_texts: list[str] = []  # texts of documents written (indexed or archive-only)
+        if getattr(self, "_graph", None) is not None:
+            self._graph.touched_subjects.clear()
 
     # -- setup --------------------------------------------------------------------------------
     def _check_structural(self, saved: Mapping[str, Any]) -> None:
@@ -397,6 +412,7 @@ class Pensive:
                         doc.id,
                         [] if archive_only else [(c.id, c.ordinal, c.text) for c in chunks],
                         self._extractor,
+                        doc.metadata.get("title"),
                     )
         if plans or to_delete:
             self._changed = True
@@ -435,7 +451,7 @@ class Pensive:
         # an approximate index (HNSW, IVF, a service's ANN): inserts move search paths; a
         # backend that does not say it is exact ("flat") is taken to be approximate
         approximate = getattr(self._backend, "kind", None) != "flat"
-        approximate = approximate or self._graph is not None  # activation reaches everywhere
+        approximate = approximate or not self._graph_is_local()
         bulk = changed > router.l1_bulk_fraction * max(1, self._bm25.n_live)
         if self._bm25.rebuilt or bulk or approximate:
             self._refresh_l1(self._l1.entries(), None, commit)  # every entry is affected
@@ -468,8 +484,23 @@ class Pensive:
             self.l1_refreshed += 1
             budget -= 1
 
+    def _graph_is_local(self) -> bool:
+        """Whether the graph's part of an answer can change only through passages it already
+        depends on: off, or activation that only goes from candidate passages to the
+        passages about the entities they name (the default). Otherwise, spreading from the
+        question's names or along every mention can reach anything."""
+        if self._graph is None or self.config.graph.weight == 0:
+            return True
+        g = self.config.graph
+        spreading = {name for name, w in g.edges.items() if w > 0}
+        return g.query_entities == 0 and spreading <= {"mentions", "about"}
+
     def _l1_affected(self, entries: list[EntryView]) -> set[str]:
-        removed = chunk_hashes(self._chg_removed)
+        removed_ids = list(self._chg_removed)
+        if self._graph is not None and self._graph.touched_subjects:
+            # a document about an entity came or went: passages naming it now lead elsewhere
+            removed_ids += self._graph.mentioning(self._graph.touched_subjects)
+        removed = chunk_hashes(removed_ids)
         vectors = np.concatenate(self._chg_vectors) if self._chg_vectors else None
         texts = [t.casefold() for t in self._chg_texts]
         return {e.key for e in entries if self._could_change(e, removed, vectors, texts)}
@@ -573,6 +604,7 @@ class Pensive:
         *,
         as_of: datetime | None = None,
         filters: Mapping[str, Any] | None = None,
+        context: Sequence[str] | None = None,
     ) -> QueryResult:
         """Answer a question through the tiers: L1 cache, L2 hybrid retrieval, L3 archive.
 
@@ -591,6 +623,10 @@ class Pensive:
                 e.g. ``{"source": "q3.pdf"}`` or ``{"year": {"$gte": 2020}}`` (see
                 :mod:`pensive_core.filters`; ``doc_id`` is a field too). Every tier applies it:
                 the vector backend natively, BM25 and the archive here.
+            context: Texts the question is asked in (recent conversation turns, say). With the
+                entity graph on, activation spread from the entities they name multiplies the
+                question's where both reach, so passages tied to the context rise; it never
+                lowers a score. Answers given with a context are not cached.
 
         Returns:
             The hits (best first), the tier that answered, a confidence in [0, 1], and latency.
@@ -607,14 +643,21 @@ class Pensive:
             raise InputError(f"k must be an int between 1 and {_MAX_K}, got {k!r}")
         cutoff = ensure_utc(as_of)
         where = parse_filter(filters)
+        context = _validate_context(context)
         timings: dict[str, float] = {}
         with self._lock:
             self._refresh()
+            if self._graph is not None and self.config.graph.aggregate and is_aggregation(text):
+                counted = self._aggregate(text, cutoff, where, timings)
+                if counted is not None:  # every occurrence, counted: never cached
+                    hits, agg = counted
+                    res = QueryResult(hits, "L2", 1.0, _ms(t0), text, timings, aggregation=agg)
+                    return self._record(res)
             qk: QueryKey | None = None
             l1 = self._l1
             if l1 is not None and l1.commit != self._commit_no:
                 l1.sync()  # another process committed: catch up with its invalidations
-            if l1 is not None and l1.commit == self._commit_no:
+            if l1 is not None and l1.commit == self._commit_no and not context:
                 settings = self._query_settings()
                 if where is not None:  # a filtered answer is another question's answer
                     settings = (*settings, canonical(where))
@@ -626,7 +669,7 @@ class Pensive:
                         hits, "L1", cached.confidence, _ms(t0), text, cached_from=cached.source
                     )
                     return self._record(res)
-            ans = self._answer(text, k, cutoff, timings, where=where)
+            ans = self._answer(text, k, cutoff, timings, where=where, context=context)
             if qk is not None and l1 is not None:
                 l1.put(qk, ans.hits, ans.confidence, ans.tier, ans.deps, self._commit_no)
         res = QueryResult(ans.hits, ans.tier, ans.confidence, _ms(t0), text, timings)
@@ -640,6 +683,7 @@ class Pensive:
         timings: dict[str, float],
         qvec: np.ndarray | None = None,
         where: Filter | None = None,
+        context: Sequence[str] | None = None,
     ) -> _Answer:
         """L2, then L3 if called for: the answer to a question that L1 did not have."""
         fused: list[Fused] = []
@@ -647,7 +691,7 @@ class Pensive:
         allowed = None if where is None else self._allowed(where)
         if self._bm25.n_live and (allowed is None or allowed):
             # every indexed passage is in both indexes: no count asked of a remote backend
-            fused, lists, qvec = self._retrieve(text, timings, qvec, where, allowed)
+            fused, lists, qvec = self._retrieve(text, timings, qvec, where, allowed, context)
         t = time.perf_counter()
         hits = self._hits(fused, k, cutoff)
         timings["fetch_ms"] = _ms(t)
@@ -719,6 +763,7 @@ class Pensive:
         qvec: np.ndarray | None = None,
         where: Filter | None = None,
         allowed: frozenset[str] | None = None,
+        context: Sequence[str] | None = None,
     ) -> tuple[list[Fused], dict[str, list[tuple[str, float]]], np.ndarray | None]:
         cfg = self.config.fusion
         depth = cfg.depth
@@ -743,9 +788,17 @@ class Pensive:
         timings["fusion_ms"] = _ms(t)
         if self._graph is not None and self.config.graph.weight > 0:
             t = time.perf_counter()
-            lists["graph"] = self._activate(text, fused, depth, allowed)
             weights["graph"] = self.config.graph.weight
-            fused = fuse(cfg.method, lists, weights, cfg.k)
+            seeds: dict[int, float] = {}
+            ctx = self._context_activation(context) if context else None
+            for _ in range(self.config.graph.cycles):
+                # each cycle seeds from what the last one recalled
+                graph_list, grown = self._activate(text, fused, depth, allowed, seeds, ctx)
+                lists["graph"] = graph_list
+                fused = fuse(cfg.method, lists, weights, cfg.k)
+                if len(grown) == len(seeds):
+                    break  # nothing new recalled: another cycle would change nothing
+                seeds = grown
             timings["graph_ms"] = _ms(t)
         return fused, lists, qvec
 
@@ -771,8 +824,12 @@ class Pensive:
             log.info("building the entity graph for %d document(s)", len(stale))
         for did in stale:
             passages = self._archive.doc_chunks(did)
+            doc = self._archive.document(did)
             self._graph.add_document(
-                did, [(cid, ordinal, text) for cid, ordinal, text in passages], self._extractor
+                did,
+                [(cid, ordinal, text) for cid, ordinal, text in passages],
+                self._extractor,
+                None if doc is None else doc.metadata.get("title"),
             )
 
     def _graph_state(self) -> tuple[GraphView, Any, dict[str, int], ActivationConfig]:
@@ -793,36 +850,138 @@ class Pensive:
             hops=g.hops,
             threshold=g.threshold,
             convergence=g.convergence,
+            edge_weights=dict(g.edges),
             type_weights={"chunk": 1.0, "entity": g.entity_weight, "type": 0.0},
         )
 
-    def _activate(
-        self, text: str, fused: list[Fused], depth: int, allowed: frozenset[str] | None
-    ) -> list[tuple[str, float]]:
-        """Passages the graph reaches from the question's entities and L2's top passages."""
-        view, matrix, index, act_cfg = self._graph_state()
+    def _question_seeds(
+        self, text: str, index: Mapping[str, int], weight: float
+    ) -> dict[int, float]:
+        """Entity nodes whose names ``text`` says (runs of up to four words), at ``weight``."""
         seeds: dict[int, float] = {}
-        words = normalize_entity(text).split()
-        for n in range(1, min(4, len(words)) + 1):  # entity names said in the question
+        words = normalize_entity(text).split() if weight > 0 else []
+        for n in range(1, min(4, len(words)) + 1):
             for i in range(len(words) - n + 1):
-                gram = " ".join(words[i : i + n])
+                gram = " ".join(words[i : i + n]).strip('.,;:!?"()')
                 row = index.get("e:" + gram)
                 if row is not None and (n > 1 or gram not in self._words._stop):
-                    seeds[row] = 1.0
-        top = fused[: self.config.graph.seed_hits]
-        if top and top[0].score > 0:
-            for f in top:
-                row = index.get(f.id)
-                if row is not None:
-                    seeds[row] = max(seeds.get(row, 0.0), max(0.0, f.score / top[0].score))
+                    seeds[row] = weight
+        return seeds
+
+    def _context_activation(self, context: Sequence[str]) -> np.ndarray | None:
+        """Activation spread from the entities the context (recent turns, say) names, scaled
+        to a maximum of 1; None when it names none the graph knows."""
+        view, matrix, index, act_cfg = self._graph_state()
+        seeds: dict[int, float] = {}
+        for piece in context:
+            seeds.update(self._question_seeds(piece, index, 1.0))
         if not seeds:
-            return []
+            return None
+        act = spread(view, seeds, act_cfg, matrix)
+        top = float(act.max())
+        return act / top if top > 0 else None
+
+    def _activate(
+        self,
+        text: str,
+        fused: list[Fused],
+        depth: int,
+        allowed: frozenset[str] | None,
+        seeds: Mapping[int, float],
+        context: np.ndarray | None = None,
+    ) -> tuple[list[tuple[str, float]], dict[int, float]]:
+        """Passages the graph reaches from the question's entities and L2's top passages not
+        yet seeds; returns them ranked, and the seeds used."""
+        view, matrix, index, act_cfg = self._graph_state()
+        g = self.config.graph
+        grown = dict(seeds) or self._question_seeds(text, index, g.query_entities)
+        new = [f for f in fused if f.id in index and index[f.id] not in grown][: g.seed_hits]
+        if new and fused[0].score > 0:
+            for f in new:
+                row = index[f.id]
+                grown[row] = max(grown.get(row, 0.0), max(0.0, f.score / fused[0].score))
+        if not grown:
+            return [], grown
         # a seed passage L2 already found scores only by what other seeds spread to it
-        act = spread(view, seeds, act_cfg, matrix, include_seeds=False)
+        act = spread(view, grown, act_cfg, matrix, include_seeds=False)
+        if context is not None:
+            # where the context's activation meets the question's, raise it (never lower it)
+            act = act * (1.0 + g.context_gain * context)
         ranked = top_chunks(view, act, depth if allowed is None else 10 * depth)
         if allowed is not None:
             ranked = [(c, s) for c, s in ranked if c in allowed][:depth]
-        return ranked
+        return ranked, grown
+
+    def _aggregate(
+        self,
+        text: str,
+        cutoff: datetime | None,
+        where: Filter | None,
+        timings: dict[str, float],
+    ) -> tuple[list[Hit], Aggregation] | None:
+        """Every passage naming the entities an aggregation question names, oldest first,
+        with their count; None when the question names no entity the graph knows."""
+        t = time.perf_counter()
+        view, _, index, _ = self._graph_state()
+        if self._agg_words is None:
+            self._agg_words = Tokenizer(self.config.bm25.stemmer, self.config.bm25.stopwords)
+        words = self._agg_words
+        ask = parse_aggregation(
+            text, lambda key: "e:" + key in index, words.tokenize, self._words._stop
+        )
+        if ask is None:
+            return None
+        linked = view.edges["mentioned_in"] + view.edges["about"]
+        found: set[int] | None = None
+        for key in ask.entities:
+            row = linked.getrow(index["e:" + key])
+            cols = set(row.indices[row.data > 0].tolist())
+            found = cols if found is None else found & cols
+        ids = sorted(view.nodes[i] for i in found or ())
+        if where is not None:
+            allowed = self._allowed(where)
+            ids = [c for c in ids if c in allowed]
+        rows = self._archive.chunks(ids)
+        kept = []
+        for cid in ids:
+            row = rows.get(cid)
+            if row is None or row.archive_only:
+                continue
+            if cutoff is not None and row.timestamp is not None and row.timestamp > cutoff:
+                continue
+            if ask.terms and not set(ask.terms) <= set(words.tokenize(row.text)):
+                continue
+            kept.append(row)
+        never = datetime.max.replace(tzinfo=timezone.utc)
+        kept.sort(key=lambda r: (r.timestamp or never, r.doc_id, r.ordinal))
+        mentions = view.edges["mentions"]
+        total = 0
+        for r in kept:
+            i = index[r.id]
+            total += int(sum(mentions[i, index["e:" + key]] for key in ask.entities))
+        limit = self.config.graph.aggregate_limit
+        hits = [
+            Hit(
+                doc_id=r.doc_id,
+                chunk_id=r.id,
+                text=r.text,
+                score=1.0,
+                metadata=r.metadata,
+                timestamp=r.timestamp,
+                sources={"graph": n},
+            )
+            for n, r in enumerate(kept[:limit], start=1)
+        ]
+        agg = Aggregation(
+            entities=ask.entities,
+            terms=ask.terms,
+            count=len(kept),
+            documents=len({r.doc_id for r in kept}),
+            mentions=total,
+            truncated=len(kept) > limit,
+        )
+        timings["aggregate_ms"] = _ms(t)
+        return hits, agg
 
     def _escalate(
         self,
@@ -1235,6 +1394,20 @@ def _validate_query(text: Any) -> str:
     if len(text) > _MAX_QUERY_CHARS:
         raise InputError(f"query is {len(text)} characters; the limit is {_MAX_QUERY_CHARS}")
     return text
+
+
+def _validate_context(context: Any) -> tuple[str, ...]:
+    """A query's context: a sequence of strings (a bare string is one piece), each limited
+    like a query; None is no context."""
+    if context is None:
+        return ()
+    if isinstance(context, str):
+        context = [context]
+    if not isinstance(context, (list, tuple)) or not all(isinstance(c, str) for c in context):
+        raise InputError("context must be a str or a list of str")
+    if len(context) > 100 or any(len(c) > _MAX_QUERY_CHARS for c in context):
+        raise InputError(f"context is limited to 100 pieces of {_MAX_QUERY_CHARS} characters each")
+    return tuple(c for c in context if c.strip())
 
 
 def _lock_writer(path: Path) -> Any:

@@ -10,7 +10,15 @@ from typing import Any
 from .errors import InputError
 from .timeutil import ensure_utc
 
-__all__ = ["Document", "Chunk", "Hit", "QueryResult", "IngestReport", "VectorQuery"]
+__all__ = [
+    "Aggregation",
+    "Chunk",
+    "Document",
+    "Hit",
+    "IngestReport",
+    "QueryResult",
+    "VectorQuery",
+]
 
 
 @dataclass(frozen=True)
@@ -126,6 +134,28 @@ class Hit:
 
 
 @dataclass(frozen=True)
+class Aggregation:
+    """The count behind an aggregation question ("how many times did X ...?", "list every
+    time Y was mentioned"), answered from the entity graph rather than by top-k retrieval.
+
+    Args:
+        entities: The entities every counted passage names (normal forms).
+        terms: Other words of the question every counted passage contains (stemmed).
+        count: Passages counted (each is one occurrence).
+        documents: Distinct documents among them.
+        mentions: Times the entities are named in them, all told.
+        truncated: True when more passages were counted than returned as hits.
+    """
+
+    entities: tuple[str, ...]
+    terms: tuple[str, ...]
+    count: int
+    documents: int
+    mentions: int
+    truncated: bool = False
+
+
+@dataclass(frozen=True)
 class QueryResult:
     """What :meth:`Pensive.query` returns.
 
@@ -138,6 +168,8 @@ class QueryResult:
         timings: Milliseconds per stage (``embed_ms``, ``dense_ms``, ``bm25_ms``, ...).
         cached_from: On an L1 answer, the question it was first computed for (a variant of
             this one: case, punctuation, word order, filler words or a typo); else None.
+        aggregation: For an aggregation question answered from the entity graph, the count
+            (the hits are then every counted passage, oldest first); else None.
     """
 
     hits: list[Hit]
@@ -147,6 +179,7 @@ class QueryResult:
     query: str = ""
     timings: Mapping[str, float] = field(default_factory=dict)
     cached_from: str | None = None
+    aggregation: Aggregation | None = None
 
 
 @dataclass(frozen=True)

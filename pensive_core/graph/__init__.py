@@ -1,12 +1,15 @@
 """The entity graph: extraction, storage and spreading activation."""
 
 from .activation import ActivationConfig, spread, top_chunks, transition
+from .aggregate import AggregateQuery, is_aggregation, parse_aggregation
 from .extract import EntityExtractor, Mention, RuleExtractor, merge_aliases, normalize_entity
 from .spacy_extract import SpacyExtractor  # imports spaCy only when one is made
-from .store import EDGE_TYPES, GraphStore, GraphView
+from .store import EDGE_TYPES, SCHEMA_VERSION, GraphStore, GraphView, subject_key
 
 __all__ = [
+    "AggregateQuery",
     "EDGE_TYPES",
+    "SCHEMA_VERSION",
     "ActivationConfig",
     "EntityExtractor",
     "GraphStore",
@@ -14,9 +17,12 @@ __all__ = [
     "Mention",
     "RuleExtractor",
     "SpacyExtractor",
+    "is_aggregation",
     "merge_aliases",
     "normalize_entity",
+    "parse_aggregation",
     "spread",
+    "subject_key",
     "top_chunks",
     "transition",
 ]

@@ -49,6 +49,8 @@ class ActivationConfig:
             "next": 0.5,
             "prev": 0.5,
             "co_occurs": 0.5,
+            "about": 1.0,
+            "subject": 1.0,
         }
     )
     type_weights: Mapping[str, float] = field(
@@ -126,11 +128,14 @@ def spread(
     return np.asarray(total * bonus * weights)
 
 
-def top_chunks(view: GraphView, activation: np.ndarray, k: int) -> list[tuple[str, float]]:
-    """The ``k`` most activated passages as ``(chunk id, activation)``, best first (ties by id)."""
+def top_chunks(
+    view: GraphView, activation: np.ndarray, k: int, floor: float = 0.0
+) -> list[tuple[str, float]]:
+    """The ``k`` most activated passages as ``(chunk id, activation)``, best first (ties by id);
+    only passages whose activation is above ``floor``."""
     scores = activation[: view.n_chunks]
     order = sorted(
-        (i for i in np.flatnonzero(scores > 0).tolist()),
+        (i for i in np.flatnonzero(scores > max(floor, 0.0)).tolist()),
         key=lambda i: (-scores[i], view.nodes[i]),
     )
     return [(view.nodes[i], float(scores[i])) for i in order[:k]]

@@ -96,7 +96,11 @@ _UNITS = (
 # abbreviations ("Mr.", "St.", "J.") keep their dot; a longer word's dot ends the sentence
 _WORD = r"(?:[A-Z][^\W\d_]{0,2}\.|[A-Z][^\W\d_]*(?:['’](?!s\b)[^\W\d_]+|-[^\W\d_]+)*)"
 _HONORIFICS = {"mr", "mrs", "ms", "dr", "prof", "sir", "mr.", "mrs.", "ms.", "dr.", "prof."}
-_NAME_RE = re.compile(rf"\b{_WORD}(?:\s+(?:(?:{'|'.join(sorted(_CONNECTORS))})\s+)*{_WORD})*")
+# a name stays on one line: a heading's last word and the next line's first are two names
+_NAME_RE = re.compile(
+    rf"\b{_WORD}(?:[^\S\n]+(?:(?:{'|'.join(sorted(_CONNECTORS))})[^\S\n]+)*{_WORD})*"
+)
+_TOKEN_RE = re.compile(r"\S+")
 _ID_RE = re.compile(r"\b(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[A-Za-z0-9]+(?:[-_/][A-Za-z0-9]+)*\b")
 _QTY_RE = re.compile(
     rf"(?:[$€£¥]\s?)?\b\d[\d,]*(?:\.\d+)?(?:\s?(?:{_UNITS})\b|(?<=\d)%)|[$€£¥]\s?\d[\d,]*(?:\.\d+)?"
@@ -168,23 +172,19 @@ class RuleExtractor:
     def _names(self, text: str) -> list[Mention]:
         out = []
         for m in _NAME_RE.finditer(text):
-            words = m.group(0).split()
-            start = m.start()
+            # the words with their offsets (spacing inside a name may be more than one space)
+            words = [(w.group(0), m.start() + w.start()) for w in _TOKEN_RE.finditer(m.group(0))]
             # trailing connectors belong to the sentence, not the name ("Bank of")
-            while words and words[-1].casefold() in _CONNECTORS:
+            while words and words[-1][0].casefold() in _CONNECTORS:
                 words.pop()
-            # a capitalised function word opening a sentence is not part of a name
-            while words and (
-                words[0].casefold() in _FUNCTION or words[0].casefold() in _HONORIFICS
-            ):
-                start = text.index(words[1], start + len(words[0])) if len(words) > 1 else -1
+            # a capitalised function word opening a sentence is not part of a name, nor are
+            # honorifics or connectors left leading
+            while words and words[0][0].casefold() in _FUNCTION | _HONORIFICS | _CONNECTORS:
                 words.pop(0)
-            while words and words[0].casefold() in _CONNECTORS:
-                start = text.index(words[1], start + len(words[0])) if len(words) > 1 else -1
-                words.pop(0)
-            if not words or start < 0 or len(words) > self.max_words:
+            if not words or len(words) > self.max_words:
                 continue
-            raw = text[start : start + len(" ".join(words))].rstrip(".'’")
+            start = words[0][1]
+            raw = text[start : words[-1][1] + len(words[-1][0])].rstrip(".'’")
             if len(raw) < 2:
                 continue
             out.append(self._mention(raw, "name", start, start + len(raw)))

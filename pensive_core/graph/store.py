@@ -8,7 +8,11 @@ weights:
 * entity -> type (``is_a``) and type -> entity (``has_member``), weight 1;
 * passage -> next passage of its document (``next``) and back (``prev``), weight 1;
 * entity <-> entity (``co_occurs``), weight = passages mentioning both (pairs are not formed in
-  a passage naming more than ``max_pair_entities`` entities, where they would mean little).
+  a passage naming more than ``max_pair_entities`` entities, where they would mean little);
+* entity -> each passage of the document that is about it (``about``) and back (``subject``),
+  weight 1: a document's subject is its title (``"Lilu (mythology)"`` is about ``lilu``), so a
+  passage naming an entity leads to the document written about that entity, the way a
+  hyperlink does.
 
 Only passages, entities and mentions are stored; types and the derived edges are built at
 :meth:`GraphStore.load`, so an update never has to touch them. Tables live in the caller's
@@ -17,6 +21,7 @@ SQLite connection (the store's archive), so graph rows commit with the documents
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -26,11 +31,24 @@ import numpy as np
 from scipy import sparse
 
 from ..archive import write_transaction
-from .extract import EntityExtractor, merge_aliases
+from .extract import EntityExtractor, merge_aliases, normalize_entity
 
-__all__ = ["EDGE_TYPES", "GraphStore", "GraphView"]
+__all__ = ["EDGE_TYPES", "SCHEMA_VERSION", "GraphStore", "GraphView", "subject_key"]
 
-EDGE_TYPES = ("mentions", "mentioned_in", "is_a", "has_member", "next", "prev", "co_occurs")
+EDGE_TYPES = (
+    "mentions",
+    "mentioned_in",
+    "is_a",
+    "has_member",
+    "next",
+    "prev",
+    "co_occurs",
+    "about",
+    "subject",
+)
+#: Bumped when what is stored per document changes: a store built by another version is
+#: rebuilt from its archive when opened for writing.
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS graph_entities (
@@ -52,7 +70,19 @@ CREATE TABLE IF NOT EXISTS graph_mentions (
     PRIMARY KEY (chunk_id, entity_id)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS graph_mentions_entity ON graph_mentions(entity_id);
+CREATE TABLE IF NOT EXISTS graph_subjects (
+    doc_id TEXT PRIMARY KEY,
+    entity_id INTEGER NOT NULL             -- counted in graph_entities.chunks like a mention
+) WITHOUT ROWID;
 """
+
+
+def subject_key(title: str | None) -> str:
+    """The entity a document titled ``title`` is about: its normal form, without a trailing
+    parenthesised qualifier (``"Lilu (mythology)"`` -> ``"lilu"``); "" for no title."""
+    if not title or not isinstance(title, str):
+        return ""
+    return normalize_entity(re.sub(r"\s*\([^()]*\)\s*$", "", title.strip()))
 
 
 @dataclass(frozen=True)
@@ -96,8 +126,18 @@ class GraphStore:
     ) -> None:
         self.db = db
         self.max_pair_entities = max_pair_entities
+        #: Subject keys of documents added, replaced or removed since the caller last cleared
+        #: it (what a commit may have changed for passages that name those entities).
+        self.touched_subjects: set[str] = set()
         if create:
             db.executescript(_SCHEMA)
+
+    @staticmethod
+    def drop(db: sqlite3.Connection) -> None:
+        """Delete the graph's tables (to rebuild them from the archive)."""
+        with write_transaction(db):
+            for table in ("graph_entities", "graph_chunks", "graph_mentions", "graph_subjects"):
+                db.execute(f"DROP TABLE IF EXISTS {table}")
 
     # -- writing --------------------------------------------------------------------------
     def add_document(
@@ -105,6 +145,7 @@ class GraphStore:
         doc_id: str,
         chunks: Sequence[tuple[str, int, str]],
         extractor: EntityExtractor,
+        subject: str | None = None,
     ) -> int:
         """Replace a document's part of the graph with its passages' mentions.
 
@@ -115,6 +156,8 @@ class GraphStore:
             doc_id: The document.
             chunks: ``(chunk id, ordinal, text)`` of each passage.
             extractor: What finds the mentions.
+            subject: What the document is about, usually its title; a trailing parenthesised
+                qualifier is dropped ("Lilu (mythology)" is about "Lilu"). None or blank: none.
 
         Returns:
             The number of mentions stored.
@@ -146,6 +189,14 @@ class GraphStore:
                         "UPDATE graph_entities SET chunks = chunks + 1 WHERE id = ?", (eid,)
                     )
                     stored += n
+            key = subject_key(subject) if chunks else ""
+            if key:
+                self.touched_subjects.add(key)
+                eid = self._entity(key, "name")
+                self.db.execute("INSERT INTO graph_subjects VALUES (?, ?)", (doc_id, eid))
+                self.db.execute(
+                    "UPDATE graph_entities SET chunks = chunks + 1 WHERE id = ?", (eid,)
+                )
         return stored
 
     def remove_document(self, doc_id: str) -> None:
@@ -163,6 +214,14 @@ class GraphStore:
         return int(cur.lastrowid or 0)
 
     def _remove(self, doc_id: str) -> None:
+        self.touched_subjects.update(
+            r[0]
+            for r in self.db.execute(
+                "SELECT e.key FROM graph_subjects s JOIN graph_entities e ON e.id = s.entity_id "
+                "WHERE s.doc_id = ?",
+                (doc_id,),
+            )
+        )
         chunk_ids = [
             r[0]
             for r in self.db.execute(
@@ -177,6 +236,12 @@ class GraphStore:
             )
             self.db.execute("DELETE FROM graph_mentions WHERE chunk_id = ?", (cid,))
         self.db.execute("DELETE FROM graph_chunks WHERE doc_id = ?", (doc_id,))
+        self.db.execute(
+            "UPDATE graph_entities SET chunks = chunks - 1 WHERE id IN "
+            "(SELECT entity_id FROM graph_subjects WHERE doc_id = ?)",
+            (doc_id,),
+        )
+        self.db.execute("DELETE FROM graph_subjects WHERE doc_id = ?", (doc_id,))
         self.db.execute("DELETE FROM graph_entities WHERE chunks <= 0")
 
     # -- reading --------------------------------------------------------------------------
@@ -201,6 +266,13 @@ class GraphStore:
                 (cid,),
             ).fetchall()
             out[cid] = {k: int(n) for k, n in rows}
+        return out
+
+    def mentioning(self, keys: Iterable[str]) -> set[str]:
+        """Passages that name any of the entities with these normal forms."""
+        out: set[str] = set()
+        for key in keys:
+            out.update(self.chunks_of(key))
         return out
 
     def chunks_of(self, key: str) -> list[str]:
@@ -267,6 +339,13 @@ class GraphStore:
             for (_, a), (_, b) in zip(seq, seq[1:]):
                 edge("next", a, b, 1.0)
                 edge("prev", b, a, 1.0)
+        for did, eid in self.db.execute("SELECT doc_id, entity_id FROM graph_subjects"):
+            e = e_row.get(eid)
+            if e is None:
+                continue
+            for _, c in docs.get(did, ()):
+                edge("about", e, c, 1.0)
+                edge("subject", c, e, 1.0)
         for ents in by_chunk.values():
             if 1 < len(ents) <= self.max_pair_entities:
                 for a in ents:

@@ -3,15 +3,28 @@
 from dataclasses import replace
 
 from pensive_core import Document, Pensive
+from pensive_core.graph import SCHEMA_VERSION
 from tests.conftest import HASH_CONFIG
 
 GRAPH = {**HASH_CONFIG, "graph": {"enabled": True}}
 
 DOCS = [
-    Document(id="film", text="Sinister is a 2012 horror film directed by Scott Derrickson."),
-    Document(id="bio", text="Scott Derrickson grew up in Denver, Colorado."),
+    Document(
+        id="film",
+        text="Sinister is a 2012 horror film directed by Scott Derrickson.",
+        metadata={"title": "Sinister (film)"},
+    ),
+    Document(
+        id="bio",
+        text="He grew up in Denver, Colorado.",
+        metadata={"title": "Scott Derrickson"},
+    ),
     *[
-        Document(id=f"d{i}", text=f"{name} was born in the city of {city}, where {name} lived.")
+        Document(
+            id=f"d{i}",
+            text=f"{name} was born in the city of {city}, where {name} lived.",
+            metadata={"title": name},
+        )
         for i, (name, city) in enumerate(
             [("Ada Park", "Leeds"), ("Bo Chen", "Lyon"), ("Cy Dunn", "Porto"), ("Di Eve", "Graz")]
         )
@@ -26,16 +39,35 @@ def graph_list(p):
 
 
 def test_two_hop_passage_is_reached_by_the_graph_alone(tmp_path):
-    # the bridge entity (Scott Derrickson) is never named in the question
+    # the bridge entity (Scott Derrickson) is never named in the question, and the passage
+    # about him shares no word with it: only the film's passage, which names him, leads there
     with Pensive(tmp_path, config=GRAPH) as p:
         p.ingest(DOCS)
         graph, lists = graph_list(p)
-        res = p.query(Q, k=6)
-    assert graph[:2] == ["film", "bio"]
+        res = p.query(Q, k=3)
+    assert graph[0] == "bio"
     assert "bio" not in [c.split("#")[0] for c, _ in lists["bm25"]]
     assert [c.split("#")[0] for c, _ in lists["dense"]][-1] == "bio"
+    assert [h.doc_id for h in res.hits][:2] == ["film", "bio"]
     bio = next(h for h in res.hits if h.doc_id == "bio")
-    assert bio.sources["graph"] == 2
+    assert bio.sources["graph"] == 1
+
+
+def test_without_the_graph_the_two_hop_passage_ranks_last(tmp_path):
+    # the control for the test above: hybrid alone puts "bio" below every other passage
+    with Pensive(tmp_path, config={**HASH_CONFIG, "graph": {"enabled": False}}) as p:
+        p.ingest(DOCS)
+        ranked = [h.doc_id for h in p.query(Q, k=len(DOCS)).hits]
+    assert ranked[0] == "film"
+    assert ranked[-1] == "bio"
+
+
+def test_question_entities_seed_the_passages_about_them(tmp_path):
+    cfg = {**GRAPH, "graph": {"enabled": True, "query_entities": 1.0, "seed_hits": 0}}
+    with Pensive(tmp_path, config=cfg) as p:
+        p.ingest(DOCS)
+        _, lists, _ = p._retrieve("Where did Scott Derrickson grow up?", {})
+    assert lists["graph"][0][0].split("#")[0] == "bio"
 
 
 def test_graph_follows_replace_and_delete(tmp_path):
@@ -50,11 +82,11 @@ def test_graph_follows_replace_and_delete(tmp_path):
 
 
 def test_enabling_the_graph_later_builds_it_from_the_archive(tmp_path):
-    with Pensive(tmp_path, config=HASH_CONFIG) as p:
+    with Pensive(tmp_path, config={**HASH_CONFIG, "graph": {"enabled": False}}) as p:
         p.ingest(DOCS)
     with Pensive(tmp_path, config={"graph": {"enabled": True}}) as p:
         assert p._graph.counts()["chunks"] == len(DOCS)
-        assert graph_list(p)[0][:2] == ["film", "bio"]
+        assert graph_list(p)[0][0] == "bio"
 
 
 def test_graph_answers_respect_filters(tmp_path):
@@ -62,3 +94,42 @@ def test_graph_answers_respect_filters(tmp_path):
         p.ingest(DOCS)
         res = p.query(Q, k=3, filters={"doc_id": {"$ne": "bio"}})
         assert "bio" not in [h.doc_id for h in res.hits]
+
+
+def test_a_graph_from_another_version_is_rebuilt(tmp_path):
+    with Pensive(tmp_path, config=GRAPH) as p:
+        p.ingest(DOCS)
+        p._archive.db.execute("DELETE FROM graph_subjects")  # what version 1 stored
+        p._archive.set_meta("graph_version", 1)
+    with Pensive(tmp_path, config=GRAPH, read_only=True) as r:
+        assert r._graph is None  # a reader does not rebuild; it answers without the graph
+        assert r.query(Q, k=2).hits
+    with Pensive(tmp_path, config=GRAPH) as p:
+        assert p._archive.get_meta("graph_version") == SCHEMA_VERSION
+        assert graph_list(p)[0][0] == "bio"
+
+
+def test_the_cache_stays_exact_with_the_graph_on(tmp_path):
+    # the default graph reaches only passages about entities its candidates name, so a
+    # commit touches a cached answer only through a document about one of those entities
+    cfg = {**HASH_CONFIG, "router": {"l1_refresh": 0, "l3_below": 0.0}, "fusion": {"depth": 5}}
+    filler = [
+        Document(id=f"f{i}", text=f"Person{i} keeps bees in Town{i}.", metadata={"title": f"P{i}"})
+        for i in range(300)
+    ]
+    with Pensive(tmp_path, config=cfg) as p:
+        p.ingest(DOCS + filler)
+        assert p._graph is not None  # on by default
+        first = p.query(Q, k=3)
+        assert p.query(Q, k=3).tier == "L1"
+        p.ingest([Document(id="tea", text="Zed Quux likes tea.", metadata={"title": "Zed Quux"})])
+        again = p.query(Q, k=3)
+        assert again.tier == "L1" and again.hits == first.hits
+        more = Document(
+            id="bio2", text="He made Doctor Strange.", metadata={"title": "Scott Derrickson"}
+        )
+        p.ingest([more])
+        fresh = p.query(Q, k=3)
+        film = p._archive.chunk_ids("film")
+        assert set(film) <= p._graph.mentioning({"scott derrickson"})
+    assert fresh.tier == "L2"  # the film, a candidate, names Scott Derrickson: answer dropped

@@ -80,3 +80,11 @@ def test_ambiguous_short_forms_keep_their_own_key():
 
 def test_kinds_can_be_limited():
     assert all(k == "date" for k, _ in found("Acme paid 5% on 2 May 2024.", kinds=["date"]))
+
+
+def test_names_stay_on_their_line_and_keep_every_letter():
+    text = "Christopher Nolan\n\nChristopher Edward  Nolan directed films."
+    keys = [m.key for m in RuleExtractor().extract(text)]
+    assert keys == ["christopher nolan", "christopher edward nolan"]
+    spans = [text[m.start : m.end] for m in RuleExtractor().extract(text)]
+    assert spans == ["Christopher Nolan", "Christopher Edward  Nolan"]

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from pensive_core.graph import RuleExtractor
-from pensive_core.graph.store import EDGE_TYPES, GraphStore
+from pensive_core.graph.store import EDGE_TYPES, GraphStore, subject_key
+
+RULES = RuleExtractor()
 
 DOCS = {
     "a": [
@@ -82,3 +84,45 @@ def test_hub_passages_add_no_pairs(tmp_path):
     text = "Alice Adams, Bob Brown, Carol Chen and Dan Diaz met."
     g.add_document("h", [("h#1", 0, text)], RuleExtractor())
     assert g.load().edges["co_occurs"].nnz == 0
+
+
+@pytest.mark.parametrize(
+    ("title", "key"),
+    [
+        ("Lilu (mythology)", "lilu"),
+        ("Steve Johnson (American football, born 1956)", "steve johnson"),
+        ("The Exies", "exies"),
+        ("  ", ""),
+        (None, ""),
+        (42, ""),
+    ],
+)
+def test_subject_key(title, key):
+    assert subject_key(title) == key
+
+
+def test_a_document_is_about_its_title(tmp_path):
+    g = GraphStore(open_db(tmp_path / "g.sqlite"))
+    g.add_document("film", [("f#1", 0, "Sinister was directed by Scott Derrickson.")], RULES)
+    bio = [("b#1", 0, "He was born in Denver."), ("b#2", 1, "He studied in Los Angeles.")]
+    g.add_document("bio", bio, RULES, subject="Scott Derrickson (director)")
+    view = g.load()
+    row = view.index()
+    e = row["e:scott derrickson"]
+    assert view.edges["about"][e, row["b#1"]] == 1 and view.edges["about"][e, row["b#2"]] == 1
+    assert view.edges["subject"][row["b#2"], e] == 1
+    assert view.edges["about"][e, row["f#1"]] == 0  # the film names him; it is not about him
+    # the title alone keeps the entity alive; with the document gone, it goes too
+    g.remove_document("film")
+    assert "e:scott derrickson" in g.load().index()
+    g.remove_document("bio")
+    assert "e:scott derrickson" not in g.load().index()
+    assert g.counts()["entities"] == 0
+
+
+def test_drop_removes_every_graph_table(tmp_path):
+    db = open_db(tmp_path / "g.sqlite")
+    GraphStore(db).add_document("a", DOCS["a"], RULES, subject="A")
+    GraphStore.drop(db)
+    left = db.execute("SELECT name FROM sqlite_master WHERE name LIKE 'graph_%'").fetchall()
+    assert left == []

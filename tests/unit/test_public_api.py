@@ -13,6 +13,7 @@ from pensive_core.config import PensiveConfig
 ROOT = Path(__file__).resolve().parents[2]
 
 EXPECTED = {
+    "Aggregation",
     "BackendError",
     "Chunk",
     "ConfigError",
@@ -148,16 +149,19 @@ def test_backend_defaults_and_signatures_are_pinned():
     from pensive_core import Pensive
     from pensive_core.backends import VectorBackend
 
-    assert PensiveConfig().graph.enabled is False  # experimental until measured
+    g = PensiveConfig().graph  # on: measured to help multi-hop and cost single-hop nothing
+    assert g.enabled is True and (g.weight, g.hops, g.seed_hits, g.query_entities) == (1, 2, 2, 0)
+    assert {e for e, w in g.edges.items() if w} == {"mentions", "about"}
     b = PensiveConfig().backend
     assert b.namespace == "" and b.faiss.index == "auto" and b.faiss.hnsw_threshold == 200_000
     assert (b.faiss.ivf_nprobe, b.faiss.pq_m, b.faiss.ivf_train_min) == (32, 0, 10_000)
     assert (b.pinecone.index, b.pinecone.api_key_env) == ("pensive", "PINECONE_API_KEY")
     assert (b.weaviate.url, b.weaviate.collection) == ("http://localhost:8080", "Pensive")
     q = inspect.signature(Pensive.query).parameters
-    assert list(q) == ["self", "text", "k", "as_of", "filters"]
-    assert q["k"].default == 5 and q["filters"].default is None
+    assert list(q) == ["self", "text", "k", "as_of", "filters", "context"]
+    assert q["k"].default == 5 and q["filters"].default is None and q["context"].default is None
     assert q["filters"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert q["context"].kind is inspect.Parameter.KEYWORD_ONLY
     r = inspect.signature(Pensive.reindex).parameters
     assert list(r)[:4] == ["self", "to", "options", "namespace"]
     s = inspect.signature(VectorBackend.search).parameters
