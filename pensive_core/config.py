@@ -202,6 +202,20 @@ GRAPH_EDGES = (
 )
 
 
+class LearningSection(_Section):
+    """Learning from use (off by default: benchmarks measure a store that does not change as
+    it is queried; turn it on for memory). Every passage returned is a use."""
+
+    enabled: bool = False
+    base_level_weight: float = Field(0.2, ge=0.0)  # most a much-used passage's score rises
+    base_level_half_life_s: float = Field(7 * 86400.0, gt=0.0)
+    hebbian_rate: float = Field(0.1, ge=0.0)  # added to an edge that led to a used passage
+    hebbian_half_life_s: float = Field(30 * 86400.0, gt=0.0)
+    hebbian_max: float = Field(1.0, gt=0.0)
+    hebbian_prune_below: float = Field(0.01, ge=0.0)
+    deterministic: bool = False  # a query counter for the clock instead of the wall clock
+
+
 class GraphConfig(_Section):
     """The entity graph: built at ingest when enabled, spread from L2's top passages (and,
     when ``query_entities`` > 0, from the entity names the question says) at query time, its
@@ -226,6 +240,7 @@ class GraphConfig(_Section):
     context_gain: float = Field(1.0, ge=0.0)  # activation x (1 + gain * context's activation)
     entity_weight: float = Field(0.3, ge=0.0)  # entity nodes relative to passages (1.0)
     max_pair_entities: int = Field(30, ge=2)  # busier passages add no co-occurrence edges
+    learning: LearningSection = LearningSection()
     aggregate: bool = True  # "how many times ...?" / "list every ..." answered from the graph
     aggregate_limit: int = Field(100, ge=1, le=10_000)  # most passages such an answer returns
     edges: dict[str, float] = Field(

@@ -30,8 +30,10 @@ from .fusion import Fused, fuse
 from .graph import (
     SCHEMA_VERSION,
     ActivationConfig,
+    BaseLevel,
     GraphStore,
     GraphView,
+    Hebbian,
     RuleExtractor,
     is_aggregation,
     normalize_entity,
@@ -133,7 +135,7 @@ class Pensive:
             self._extractor = RuleExtractor()  # no model: costs nothing until used
             self._agg_words: Tokenizer | None = None  # stemmed words of aggregation questions
             self._graph_view: (
-                tuple[int, GraphView, Any, dict[str, int], ActivationConfig] | None
+                tuple[tuple[int, int], GraphView, Any, dict[str, int], ActivationConfig] | None
             ) = None
             built = self._archive.db.execute(
                 "SELECT 1 FROM sqlite_master WHERE name = 'graph_chunks'"
@@ -153,6 +155,28 @@ class Pensive:
                 if not self.read_only:
                     self._archive.set_meta("graph_version", SCHEMA_VERSION)
                     self._sync_graph()
+            self._learn: tuple[BaseLevel, Hebbian] | None = None
+            self._heb_version = 0  # bumped when learned edge weights change
+            self._last_seeds: dict[int, float] = {}
+            lc = self.config.graph.learning
+            if self._graph is not None and lc.enabled:
+                db, ro = self._archive.db, self.read_only
+                self._learn = (
+                    BaseLevel(
+                        db,
+                        half_life_s=lc.base_level_half_life_s,
+                        weight=lc.base_level_weight,
+                        read_only=ro,
+                    ),
+                    Hebbian(
+                        db,
+                        rate=lc.hebbian_rate,
+                        half_life_s=lc.hebbian_half_life_s,
+                        max_weight=lc.hebbian_max,
+                        prune_below=lc.hebbian_prune_below,
+                        read_only=ro,
+                    ),
+                )
             if self.config.router.l1:
                 r = self.config.router
                 self._l1 = L1Cache(
@@ -213,8 +237,9 @@ class Pensive:
         self._chg_added: list[str] = []  # passages put into the indexes
         self._chg_vectors: list[np.ndarray] = []  # their vectors
         self._chg_texts: list[str] = []  # texts of documents written (indexed or archive-only)
-        if getattr(self, "_graph", None) is not None:
-            self._graph.touched_subjects.clear()
+        graph: GraphStore | None = getattr(self, "_graph", None)  # None while opening
+        if graph is not None:
+            graph.touched_subjects.clear()
 
     # -- setup --------------------------------------------------------------------------------
     def _check_structural(self, saved: Mapping[str, Any]) -> None:
@@ -425,6 +450,12 @@ class Pensive:
         self._bm25.commit()
         if self._backend is not None:
             self._backend.persist()
+        if self._learn is not None and self._chg_removed:
+            gone = list(self._chg_removed)  # passages that no longer exist have no history
+            self._learn[0].forget(gone)
+            self._learn[1].forget(gone)
+            self._learn[1].prune(self._learn_now(False))
+            self._heb_version += 1
         commit = self._archive.mark_indexed(self._changed)
         if self._l1 is not None and self._changed:
             self._invalidate_l1(commit)
@@ -644,6 +675,7 @@ class Pensive:
         cutoff = ensure_utc(as_of)
         where = parse_filter(filters)
         context = _validate_context(context)
+        learning = self._learn is not None  # answers change as they are used: not cached
         timings: dict[str, float] = {}
         with self._lock:
             self._refresh()
@@ -657,7 +689,7 @@ class Pensive:
             l1 = self._l1
             if l1 is not None and l1.commit != self._commit_no:
                 l1.sync()  # another process committed: catch up with its invalidations
-            if l1 is not None and l1.commit == self._commit_no and not context:
+            if l1 is not None and l1.commit == self._commit_no and not context and not learning:
                 settings = self._query_settings()
                 if where is not None:  # a filtered answer is another question's answer
                     settings = (*settings, canonical(where))
@@ -670,6 +702,8 @@ class Pensive:
                     )
                     return self._record(res)
             ans = self._answer(text, k, cutoff, timings, where=where, context=context)
+            if learning and not self.read_only and ans.hits:
+                self._learn_from(ans.hits)
             if qk is not None and l1 is not None:
                 l1.put(qk, ans.hits, ans.confidence, ans.tier, ans.deps, self._commit_no)
         res = QueryResult(ans.hits, ans.tier, ans.confidence, _ms(t0), text, timings)
@@ -799,7 +833,10 @@ class Pensive:
                 if len(grown) == len(seeds):
                     break  # nothing new recalled: another cycle would change nothing
                 seeds = grown
+            self._last_seeds = seeds or grown
             timings["graph_ms"] = _ms(t)
+        if self._learn is not None and fused:
+            fused = self._boost_by_use(fused)
         return fused, lists, qvec
 
     # -- the entity graph ------------------------------------------------------------------
@@ -836,12 +873,64 @@ class Pensive:
         """The loaded graph, its transition matrix, node index and activation settings,
         reloaded after each commit."""
         assert self._graph is not None
-        if self._graph_view is None or self._graph_view[0] != self._commit_no:
+        version = (self._commit_no, self._heb_version)
+        if self._graph_view is None or self._graph_view[0] != version:
             view = self._graph.load()
             cfg = self._activation_config()
-            self._graph_view = (self._commit_no, view, transition(view, cfg), view.index(), cfg)
+            index = view.index()
+            extra = None
+            if self._learn is not None:  # edges that led to used passages weigh more
+                extra = self._learn[1].as_matrix(index, len(view.nodes), self._learn_now(False))
+            self._graph_view = (version, view, transition(view, cfg, extra), index, cfg)
+        assert self._graph_view is not None
         _, view, matrix, index, cfg = self._graph_view
         return view, matrix, index, cfg
+
+    # -- learning from use -------------------------------------------------------------------
+    def _learn_now(self, tick: bool) -> float:
+        """The learning clock: seconds of wall time, or with ``deterministic`` a count of
+        learning steps (``tick`` advances it), never going back."""
+        if self.config.graph.learning.deterministic:
+            n = float(self._archive.get_meta("learning_clock") or 0)
+            if tick and not self.read_only:
+                n += 1
+                self._archive.set_meta("learning_clock", n)
+            return n
+        now = max(time.time(), getattr(self, "_learn_last", 0.0))
+        self._learn_last = now
+        return now
+
+    def _boost_by_use(self, fused: list[Fused]) -> list[Fused]:
+        """Raise passages used often and lately (ACT-R base level); never lowers a score."""
+        assert self._learn is not None
+        boosted = self._learn[0].boost([(f.id, f.score) for f in fused], self._learn_now(False))
+        ranks = {f.id: f.ranks for f in fused}
+        return [Fused(c, sc, ranks[c]) for c, sc in boosted]
+
+    def _learn_from(self, hits: list[Hit]) -> None:
+        """Returned passages count as used; the graph edges that led to them strengthen."""
+        assert self._learn is not None and self._graph is not None
+        base, hebbian = self._learn
+        try:
+            now = self._learn_now(True)
+            base.use([h.chunk_id for h in hits], now)
+            view, _, index, _ = self._graph_state()
+            reach = (view.edges["about"] + view.edges["mentioned_in"]).tocsc()
+            mentions = view.edges["mentions"]
+            seeds = [s for s in self._last_seeds if s < view.n_chunks]
+            paths: list[tuple[str, str]] = []
+            for h in hits:
+                row = index.get(h.chunk_id)
+                if "graph" not in h.sources or row is None:
+                    continue
+                into = set(reach.getcol(row).indices.tolist())  # entities leading to it
+                for s in seeds:
+                    for e in sorted(into & set(mentions.getrow(s).indices.tolist())):
+                        paths += [(view.nodes[s], view.nodes[e]), (view.nodes[e], h.chunk_id)]
+            if paths and hebbian.strengthen(paths, now=now):
+                self._heb_version += 1
+        except InputError as e:  # a clock another process moved ahead: skip this once
+            log.debug("learning skipped: %s", e)
 
     def _activation_config(self) -> ActivationConfig:
         g = self.config.graph

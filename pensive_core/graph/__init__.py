@@ -3,10 +3,14 @@
 from .activation import ActivationConfig, spread, top_chunks, transition
 from .aggregate import AggregateQuery, is_aggregation, parse_aggregation
 from .extract import EntityExtractor, Mention, RuleExtractor, merge_aliases, normalize_entity
+from .learning import BaseLevel, Hebbian, LearningConfig
 from .spacy_extract import SpacyExtractor  # imports spaCy only when one is made
 from .store import EDGE_TYPES, SCHEMA_VERSION, GraphStore, GraphView, subject_key
 
 __all__ = [
+    "BaseLevel",
+    "Hebbian",
+    "LearningConfig",
     "AggregateQuery",
     "EDGE_TYPES",
     "SCHEMA_VERSION",

@@ -58,14 +58,20 @@ class ActivationConfig:
     )
 
 
-def transition(view: GraphView, cfg: ActivationConfig) -> sparse.csr_matrix:
-    """The row-normalised weighted adjacency: row ``i`` sums to 1 (or 0 for a sink)."""
+def transition(
+    view: GraphView, cfg: ActivationConfig, extra: sparse.spmatrix | None = None
+) -> sparse.csr_matrix:
+    """The row-normalised weighted adjacency: row ``i`` sums to 1 (or 0 for a sink).
+
+    ``extra`` (same shape) is added before normalising: learned (Hebbian) edge weights."""
     n = len(view.nodes)
     a = sparse.csr_matrix((n, n), dtype=np.float32)
     for name in EDGE_TYPES:
         w = cfg.edge_weights.get(name, 0.0)
         if w:
             a = a + view.edges[name] * np.float32(w)
+    if extra is not None:
+        a = a + sparse.csr_matrix(extra, dtype=np.float32)
     a = sparse.csr_matrix(a)
     out = np.asarray(a.sum(axis=1)).ravel()
     inv = np.divide(1.0, out, out=np.zeros_like(out), where=out > 0)

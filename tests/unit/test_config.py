@@ -56,3 +56,16 @@ def test_store_remembers_config_and_refuses_structural_change(tmp_path):
         assert p.config.fusion.method == "zscore"
     with pytest.raises(ConfigError, match="embedder.name"):
         Pensive(tmp_path, config={"embedder": {"name": "minilm"}})
+
+
+def test_the_readme_config_block_is_the_defaults():
+    import re
+    import tomllib
+    from pathlib import Path
+
+    from pensive_core.config import PensiveConfig, load_config
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("## Configuration") : readme.index("## How it works")]
+    (block,) = re.findall(r"```toml\n(.*?)```", section, re.S)
+    assert load_config(tomllib.loads(block), environ={}) == PensiveConfig()

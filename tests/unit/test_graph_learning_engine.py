@@ -1,0 +1,123 @@
+"""Learning from use inside a store: off by default, then base level and Hebbian edges."""
+
+import pytest
+
+from pensive_core import Document, Pensive
+from pensive_core.errors import InputError
+from tests.conftest import HASH_CONFIG
+from tests.unit.test_graph_engine import DOCS, Q
+
+LEARN = {
+    **HASH_CONFIG,
+    "graph": {"learning": {"enabled": True, "deterministic": True}},
+}
+
+
+def tables(p):
+    rows = p._archive.db.execute("SELECT name FROM sqlite_master WHERE name LIKE 'graph_%'")
+    return {r[0] for r in rows}
+
+
+def test_learning_is_off_by_default(tmp_path):
+    with Pensive(tmp_path, config=HASH_CONFIG) as p:
+        p.ingest(DOCS)
+        p.query(Q, k=3)
+        assert p._learn is None
+        assert not {"graph_base_level", "graph_hebbian"} & tables(p)
+
+
+def test_used_passages_rise_and_graph_edges_that_led_to_them_strengthen(tmp_path):
+    with Pensive(tmp_path, config=LEARN) as p:
+        p.ingest(DOCS)
+        first = p.query(Q, k=3)
+        assert p.query(Q, k=3).tier == "L2"  # answers change with use: never cached
+        base, hebbian = p._learn
+        used = [h.chunk_id for h in first.hits]
+        assert (base.value(used, p._learn_now(False)) > 0).all()
+        # "bio" was reached from the film's passage through Scott Derrickson
+        film = p._archive.chunk_ids("film")[0]
+        bio = p._archive.chunk_ids("bio")[0]
+        now = p._learn_now(False)
+        assert hebbian.weight(film, "e:scott derrickson", now) > 0
+        assert hebbian.weight("e:scott derrickson", bio, now) > 0
+        # a passage asked about again and again scores higher in every later answer
+        probe = "who was born in a city"
+        before = {f.id.split("#")[0]: f.score for f in p._retrieve(probe, {})[0]}
+        for _ in range(5):
+            assert p.query("Ada Park Leeds", k=1).hits[0].doc_id == "d0"
+        after = {f.id.split("#")[0]: f.score for f in p._retrieve(probe, {})[0]}
+    assert after["d0"] > before["d0"] * 1.05
+    assert after["d2"] == before["d2"]  # never used: untouched
+
+
+def test_deleting_forgets_what_was_learned(tmp_path):
+    with Pensive(tmp_path, config=LEARN) as p:
+        p.ingest(DOCS)
+        p.query(Q, k=3)
+        bio = p._archive.chunk_ids("bio")[0]
+        p.delete("bio")
+        base, hebbian = p._learn
+        assert base.value([bio], p._learn_now(False))[0] == 0
+        assert hebbian.weight("e:scott derrickson", bio, p._learn_now(False)) == 0
+
+
+def test_learning_is_deterministic(tmp_path):
+    runs = []
+    for n in range(2):
+        with Pensive(tmp_path / str(n), config=LEARN) as p:
+            p.ingest(DOCS)
+            for q in (Q, "Ada Park Leeds", Q):
+                p.query(q, k=3)
+            runs.append([(h.chunk_id, h.score) for h in p.query(Q, k=5).hits])
+    assert runs[0] == runs[1]
+
+
+def test_a_reader_learns_nothing_but_sees_the_writers_learning(tmp_path):
+    with Pensive(tmp_path, config=LEARN) as p:
+        p.ingest(DOCS)
+        p.query(Q, k=3)
+        with Pensive(tmp_path, config=LEARN, read_only=True) as r:
+            before = len(r._learn[0])
+            r.query("Ada Park Leeds", k=1)
+            assert len(r._learn[0]) == before > 0
+
+
+def test_context_raises_what_it_names_and_never_lowers(tmp_path):
+    talk = ("We were just talking about Scott Derrickson.",)
+    with Pensive(tmp_path, config=HASH_CONFIG) as p:
+        p.ingest(DOCS)
+        _, plain, _ = p._retrieve(Q, {})
+        _, ctx, _ = p._retrieve(Q, {}, context=talk)
+        _, other, _ = p._retrieve(Q, {}, context=("Ada Park was here.",))
+        assert p.query(Q, k=3).tier == "L2" and p.query(Q, k=3).tier == "L1"
+        res = p.query(Q, k=3, context=list(talk))  # with a context: never from the cache
+        with pytest.raises(InputError, match="context"):
+            p.query(Q, context=[42])
+    before, after = dict(plain["graph"]), dict(ctx["graph"])
+    assert set(after) == set(before) and all(after[c] >= s for c, s in before.items())
+    bio = next(c for c in before if c.startswith("bio#"))
+    assert after[bio] > before[bio]  # both the question and the context reach it
+    assert dict(other["graph"]) == before  # a context reaching nothing the question does
+    assert res.tier == "L2"
+
+
+def test_recall_cycles_seed_from_what_the_last_cycle_recalled(tmp_path):
+    chain = [
+        Document(
+            id="a", text="Project Kestrel is run by Mira Holt.", metadata={"title": "Kestrel"}
+        ),
+        Document(id="b", text="Mira Holt reports to Ivo Lind.", metadata={"title": "Mira Holt"}),
+        Document(id="c", text="Ivo Lind lives in Tromso.", metadata={"title": "Ivo Lind"}),
+        *[Document(id=f"x{i}", text=f"Filler {i} about weather.") for i in range(5)],
+    ]
+    q = "Who is the boss of the Project Kestrel lead?"
+    one = {**HASH_CONFIG, "graph": {"seed_hits": 1}}
+    two = {**HASH_CONFIG, "graph": {"seed_hits": 1, "cycles": 2}}
+    with Pensive(tmp_path, config=one) as p:
+        p.ingest(chain)
+        _, l1, _ = p._retrieve(q, {})
+    with Pensive(tmp_path, config=two) as p:
+        _, l2, _ = p._retrieve(q, {})
+    reached1 = {c.split("#")[0] for c, _ in l1.get("graph", [])}
+    reached2 = {c.split("#")[0] for c, _ in l2.get("graph", [])}
+    assert "c" not in reached1 and "c" in reached2
