@@ -60,8 +60,9 @@ def test_store_remembers_config_and_refuses_structural_change(tmp_path):
 
 def test_the_readme_config_block_is_the_defaults():
     import re
-    import tomllib
     from pathlib import Path
+
+    import tomllib
 
     from pensive_core.config import PensiveConfig, load_config
 
