@@ -873,17 +873,18 @@ class Pensive:
         """The loaded graph, its transition matrix, node index and activation settings,
         reloaded after each commit."""
         assert self._graph is not None
-        version = (self._commit_no, self._heb_version)
-        if self._graph_view is None or self._graph_view[0] != version:
+        if self._graph_view is None or self._graph_view[0][0] != self._commit_no:
             view = self._graph.load()
             cfg = self._activation_config()
-            index = view.index()
+            self._graph_view = ((self._commit_no, -1), view, None, view.index(), cfg)
+        version, view, matrix, index, cfg = self._graph_view
+        if version != (self._commit_no, self._heb_version):
+            # the graph is loaded once per commit; learned weights only redo the matrix
             extra = None
             if self._learn is not None:  # edges that led to used passages weigh more
                 extra = self._learn[1].as_matrix(index, len(view.nodes), self._learn_now(False))
-            self._graph_view = (version, view, transition(view, cfg, extra), index, cfg)
-        assert self._graph_view is not None
-        _, view, matrix, index, cfg = self._graph_view
+            matrix = transition(view, cfg, extra)
+            self._graph_view = ((self._commit_no, self._heb_version), view, matrix, index, cfg)
         return view, matrix, index, cfg
 
     # -- learning from use -------------------------------------------------------------------
