@@ -457,9 +457,11 @@ class Pensive:
             self._learn[1].prune(self._learn_now(False))
             self._heb_version += 1
         commit = self._archive.mark_indexed(self._changed)
+        # the new commit number first: answers refreshed below must see this commit's graph
+        # and filter caches (they are keyed by it), not the ones from before the ingest
+        self._commit_no = commit
         if self._l1 is not None and self._changed:
             self._invalidate_l1(commit)
-        self._commit_no = commit
         self._changed = False
         self._reset_changes()
 

@@ -133,3 +133,26 @@ def test_the_cache_stays_exact_with_the_graph_on(tmp_path):
         film = p._archive.chunk_ids("film")
         assert set(film) <= p._graph.mentioning({"scott derrickson"})
     assert fresh.tier == "L2"  # the film, a candidate, names Scott Derrickson: answer dropped
+
+
+def test_answers_refreshed_at_a_commit_see_that_commits_graph(tmp_path):
+    # the cache answers its hottest entries again at a commit; with the graph on, that answer
+    # must come from the graph as it is after the commit, exactly what a fresh query returns
+    cfg = {**HASH_CONFIG, "router": {"l3_below": 0.0}, "fusion": {"depth": 5}}
+    filler = [
+        Document(id=f"f{i}", text=f"Person{i} keeps bees in Town{i}.", metadata={"title": f"P{i}"})
+        for i in range(300)
+    ]
+    more = Document(
+        id="bio2", text="He made Doctor Strange.", metadata={"title": "Scott Derrickson"}
+    )
+    q = "the Sinister horror film"
+    with Pensive(tmp_path, config=cfg) as p:
+        p.ingest(DOCS + filler)
+        p.query(q, k=10)
+        p.ingest([more])
+        cached = p.query(q, k=10)
+        fresh = p._answer(q, 10, None, {})
+    assert cached.tier == "L1"  # refreshed at the commit, not dropped
+    assert [h.chunk_id for h in cached.hits] == [h.chunk_id for h in fresh.hits]
+    assert "bio2" in [h.doc_id for h in fresh.hits]  # reached through the film's director
