@@ -122,6 +122,14 @@ def query(
         sources = " ".join(f"{name}#{rank}" for name, rank in hit.sources.items())
         table.add_row(str(i), f"{hit.score:.4f}", res.tier, hit.doc_id, sources, snippet)
     console.print(table)
+    agg = res.aggregation
+    if agg is not None:
+        named = " + ".join(agg.entities + agg.terms)
+        more = f" (the first {len(res.hits)} shown)" if agg.truncated else ""
+        console.print(
+            f"count: {agg.count} passages in {agg.documents} documents name {named}{more}",
+            highlight=False,
+        )
 
 
 @app.command()
@@ -131,7 +139,7 @@ def stats(store: Path | None = StoreOpt, config: Path | None = ConfigOpt) -> Non
         info = p.stats()
     table = Table(show_header=False)
     for key, value in info.items():
-        if key not in ("queries", "l1", "l3"):
+        if key not in ("queries", "l1", "l3", "graph"):
             table.add_row(key, str(value))
     console.print(table)
     queries = info["queries"]
@@ -140,6 +148,13 @@ def stats(store: Path | None = StoreOpt, config: Path | None = ConfigOpt) -> Non
     else:
         console.print("queries: none yet")
     console.print(_l1_line(info["l1"], queries), highlight=False)
+    if info["graph"] is not None:
+        g = info["graph"]
+        console.print(
+            f"entity graph: {g['entities']} entities, {g['mentions']} mentions in "
+            f"{g['chunks']} passages",
+            highlight=False,
+        )
     l3 = info["l3"]
     console.print(
         f"L3 escalations (this process): {l3['exact']} for exact strings, "

@@ -681,12 +681,6 @@ class Pensive:
         timings: dict[str, float] = {}
         with self._lock:
             self._refresh()
-            if self._graph is not None and self.config.graph.aggregate and is_aggregation(text):
-                counted = self._aggregate(text, cutoff, where, timings)
-                if counted is not None:  # every occurrence, counted: never cached
-                    hits, agg = counted
-                    res = QueryResult(hits, "L2", 1.0, _ms(t0), text, timings, aggregation=agg)
-                    return self._record(res)
             qk: QueryKey | None = None
             l1 = self._l1
             if l1 is not None and l1.commit != self._commit_no:
@@ -702,6 +696,13 @@ class Pensive:
                     res = QueryResult(
                         hits, "L1", cached.confidence, _ms(t0), text, cached_from=cached.source
                     )
+                    return self._record(res)
+            # (after L1: the check costs more than a cache hit, and counts are never cached)
+            if self._graph is not None and self.config.graph.aggregate and is_aggregation(text):
+                counted = self._aggregate(text, cutoff, where, timings)
+                if counted is not None:  # every occurrence, counted: never cached
+                    hits, agg = counted
+                    res = QueryResult(hits, "L2", 1.0, _ms(t0), text, timings, aggregation=agg)
                     return self._record(res)
             ans = self._answer(text, k, cutoff, timings, where=where, context=context)
             if learning and not self.read_only and ans.hits:
@@ -1409,7 +1410,8 @@ class Pensive:
             per-tier counts, shares, latency percentiles and confidence histograms over the
             store's lifetime (every process; see :class:`~pensive_core.router.RouterStats`);
             ``l1``: cache entries, hot set, hit rate, how keys matched, evictions and
-            invalidations (None when the cache is off); ``l3``: escalations by reason.
+            invalidations (None when the cache is off); ``l3``: escalations by reason;
+            ``graph``: passages, entities and mentions in the entity graph (None when off).
         """
         self._check_open()
         docs, chunks = self._archive.counts()
@@ -1436,6 +1438,7 @@ class Pensive:
             if self._l1 is None
             else {**self._l1.stats(), "refreshed": self.l1_refreshed},
             "l3": dict(self.l3_counts),
+            "graph": None if self._graph is None else self._graph.counts(),
         }
 
     def close(self) -> None:

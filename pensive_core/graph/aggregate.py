@@ -58,9 +58,14 @@ class AggregateQuery:
     terms: tuple[str, ...]
 
 
+# every trigger holds one of these words: a cheap test before the regular expression
+_CUES = ("how", "number", "every", "all", "each", "count")
+
+
 def is_aggregation(text: str) -> bool:
     """Whether ``text`` asks for a count or a list of every occurrence."""
-    return _TRIGGERS.search(text) is not None
+    low = text.casefold()
+    return any(c in low for c in _CUES) and _TRIGGERS.search(text) is not None
 
 
 def parse_aggregation(

@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-from pensive_core import Pensive
+from pensive_core import Document, Pensive
 from tests.conftest import HASH_CONFIG, docs_corpus
 
 
@@ -99,3 +99,19 @@ def test_errors_are_one_line(tmp_path):
     assert out.returncode == 1 and "unknown config key 'fusion.methd'" in out.stderr
     out = run("ingest", str(tmp_path / "missing"), "-s", str(tmp_path / "s"), cwd=tmp_path)
     assert out.returncode == 1 and "no such file" in out.stderr
+
+
+def test_an_aggregation_question_prints_its_count(tmp_path):
+    store = tmp_path / "store"
+    diary = [
+        Document(id="a", text="Caroline flew to Lisbon in May."),
+        Document(id="b", text="Melanie stayed home."),
+        Document(id="c", text="Caroline was back in Lisbon for June."),
+    ]
+    with Pensive(store, config=HASH_CONFIG) as p:
+        p.ingest(diary)
+    out = run("query", "How many times did Caroline go to Lisbon?", "-s", str(store), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "count: 2 passages in 2 documents name caroline + lisbon" in out.stdout
+    out = run("stats", "-s", str(store), cwd=tmp_path)
+    assert "entity graph: " in out.stdout and " in 3 passages" in out.stdout
