@@ -56,7 +56,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "graph: also to every passage naming an entity": EVERY_MENTION,
     "graph: question names also seed (0.5)": {"graph": {"query_entities": 0.5}},
     "graph: 1 seed passage": {"graph": {"seed_hits": 1}},
-    "graph: 3 seed passages": {"graph": {"seed_hits": 3}},
+    "graph: 2 seed passages": {"graph": {"seed_hits": 2}},
     "graph: weight 0.5": {"graph": {"weight": 0.5}},
     "graph: weight 2.0": {"graph": {"weight": 2.0}},
     "graph: 3 hops, co-occurrence 0.2": {"graph": {"hops": 3, "edges": {"co_occurs": 0.2}}},

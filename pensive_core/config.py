@@ -234,7 +234,7 @@ class GraphConfig(_Section):
     decay: float = Field(0.5, gt=0.0, le=1.0)
     threshold: float = Field(0.001, ge=0.0, lt=1.0)
     convergence: float = Field(0.5, ge=0.0)
-    seed_hits: int = Field(2, ge=0, le=100)  # L2's top passages that seed activation
+    seed_hits: int = Field(3, ge=0, le=100)  # L2's top passages that seed activation
     query_entities: float = Field(0.0, ge=0.0, le=1.0)  # seed weight of names in the question
     cycles: int = Field(1, ge=1, le=5)  # recall cycles: each seeds from the last one's top
     context_gain: float = Field(1.0, ge=0.0)  # activation x (1 + gain * context's activation)

@@ -93,9 +93,10 @@ def spread(
         seeds: Start activations in (0, 1], by node row; each seed is an independent source.
         cfg: The knobs (defaults when None).
         matrix: A precomputed :func:`transition` for ``view`` and ``cfg`` (computed when None).
-        include_seeds: False leaves out each seed's own start activation, so a seed scores
-            only by what other seeds spread to it (what the graph adds to a retriever that
-            already found the seeds).
+        include_seeds: False leaves out everything a seed's own row holds at the seed (its
+            start, and what came back to it, e.g. through the entity it is about), so a seed
+            scores only by what other seeds spread to it (what the graph adds to a retriever
+            that already found the seeds).
 
     Returns:
         One weighted activation per node (``view.nodes`` order), seeds included.
@@ -120,8 +121,8 @@ def spread(
         frontier = new - act
         act = new
     if not include_seeds:
-        for r, (node, start) in enumerate(order):
-            act[r, node] = max(0.0, act[r, node] - min(1.0, max(0.0, float(start))))
+        for r, (node, _) in enumerate(order):
+            act[r, node] = 0.0  # its own start, and whatever it spread back to itself
     miss = np.prod(1.0 - act, axis=0)  # every seed's arrivals, combined the same way
     reached = np.count_nonzero(act >= cfg.threshold, axis=0)
     total = 1.0 - miss

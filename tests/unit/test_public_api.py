@@ -150,7 +150,7 @@ def test_backend_defaults_and_signatures_are_pinned():
     from pensive_core.backends import VectorBackend
 
     g = PensiveConfig().graph  # on: measured to help multi-hop and cost single-hop nothing
-    assert g.enabled is True and (g.weight, g.hops, g.seed_hits, g.query_entities) == (1, 2, 2, 0)
+    assert g.enabled is True and (g.weight, g.hops, g.seed_hits, g.query_entities) == (1, 2, 3, 0)
     assert {e for e, w in g.edges.items() if w} == {"mentions", "about"}
     b = PensiveConfig().backend
     assert b.namespace == "" and b.faiss.index == "auto" and b.faiss.hnsw_threshold == 200_000
