@@ -225,7 +225,8 @@ class GraphConfig(_Section):
     HotpotQA-100 that costs SciFact nothing: activation goes from L2's top passages to the
     entities they name and from there to the passages *about* those entities (``about``), the
     way a reader follows a link. Spreading also to every passage that merely names an entity
-    (``mentioned_in``) found more two-hop pairs on HotpotQA but cost SciFact 0.05 nDCG@10.
+    (``mentioned_in``) found no more two-hop pairs in the top 5 on HotpotQA and cost SciFact
+    0.024 nDCG@10.
     """
 
     enabled: bool = True
