@@ -188,7 +188,7 @@ class RouterConfig(_Section):
     l3_below: float = Field(0.0, ge=0, le=1)
 
 
-#: Edge types of the entity graph a config may weight (see ``pensive_core.graph.store``).
+#: Edge types of the entity graph (``pensive_core.graph.store`` builds one matrix per type).
 GRAPH_EDGES = (
     "mentions",
     "mentioned_in",

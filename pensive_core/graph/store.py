@@ -31,21 +31,12 @@ import numpy as np
 from scipy import sparse
 
 from ..archive import write_transaction
+from ..config import GRAPH_EDGES
 from .extract import EntityExtractor, merge_aliases, normalize_entity
 
 __all__ = ["EDGE_TYPES", "SCHEMA_VERSION", "GraphStore", "GraphView", "subject_key"]
 
-EDGE_TYPES = (
-    "mentions",
-    "mentioned_in",
-    "is_a",
-    "has_member",
-    "next",
-    "prev",
-    "co_occurs",
-    "about",
-    "subject",
-)
+EDGE_TYPES = GRAPH_EDGES  # the config validates edge weights against the same names
 #: Bumped when what is stored per document changes: a store built by another version is
 #: rebuilt from its archive when opened for writing.
 SCHEMA_VERSION = 2
