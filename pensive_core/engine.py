@@ -34,6 +34,7 @@ from .graph import (
     GraphStore,
     GraphView,
     Hebbian,
+    LearningConfig,
     RuleExtractor,
     is_aggregation,
     normalize_entity,
@@ -158,24 +159,14 @@ class Pensive:
             self._learn: tuple[BaseLevel, Hebbian] | None = None
             self._heb_version = 0  # bumped when learned edge weights change
             self._last_seeds: dict[int, float] = {}
+            self._reach: tuple[GraphView, Any, Any] | None = None  # see _naming
             lc = self.config.graph.learning
             if self._graph is not None and lc.enabled:
+                knobs = LearningConfig(**lc.model_dump(exclude={"deterministic"}))
                 db, ro = self._archive.db, self.read_only
                 self._learn = (
-                    BaseLevel(
-                        db,
-                        half_life_s=lc.base_level_half_life_s,
-                        weight=lc.base_level_weight,
-                        read_only=ro,
-                    ),
-                    Hebbian(
-                        db,
-                        rate=lc.hebbian_rate,
-                        half_life_s=lc.hebbian_half_life_s,
-                        max_weight=lc.hebbian_max,
-                        prune_below=lc.hebbian_prune_below,
-                        read_only=ro,
-                    ),
+                    BaseLevel.from_config(knobs, db, read_only=ro),
+                    Hebbian.from_config(knobs, db, read_only=ro),
                 )
             if self.config.router.l1:
                 r = self.config.router
@@ -919,7 +910,7 @@ class Pensive:
             now = self._learn_now(True)
             base.use([h.chunk_id for h in hits], now)
             view, _, index, _ = self._graph_state()
-            reach = (view.edges["about"] + view.edges["mentioned_in"]).tocsc()
+            reach = self._naming(view)[1]
             mentions = view.edges["mentions"]
             seeds = [s for s in self._last_seeds if s < view.n_chunks]
             paths: list[tuple[str, str]] = []
@@ -1005,6 +996,14 @@ class Pensive:
             ranked = [(c, s) for c, s in ranked if c in allowed][:depth]
         return ranked, grown
 
+    def _naming(self, view: GraphView) -> tuple[Any, Any]:
+        """Entity -> the passages naming it or about it, as CSR (rows: an entity's passages)
+        and CSC (columns: a passage's entities), made once per loaded graph."""
+        if self._reach is None or self._reach[0] is not view:
+            linked = (view.edges["mentioned_in"] + view.edges["about"]).tocsr()
+            self._reach = (view, linked, linked.tocsc())
+        return self._reach[1], self._reach[2]
+
     def _aggregate(
         self,
         text: str,
@@ -1024,7 +1023,7 @@ class Pensive:
         )
         if ask is None:
             return None
-        linked = view.edges["mentioned_in"] + view.edges["about"]
+        linked = self._naming(view)[0]
         found: set[int] | None = None
         for key in ask.entities:
             row = linked.getrow(index["e:" + key])
