@@ -18,7 +18,16 @@ from .errors import (
 from .fusion import Fused, rrf, weighted, zscore
 from .timeutil import ensure_utc
 from .tokenize import Tokenizer
-from .types import Aggregation, Chunk, Document, Hit, IngestReport, QueryResult, VectorQuery
+from .types import (
+    Aggregation,
+    Chunk,
+    Document,
+    Hit,
+    IngestReport,
+    QueryResult,
+    TimeScope,
+    VectorQuery,
+)
 
 __version__ = "0.1.0"
 
@@ -39,6 +48,7 @@ __all__ = [
     "PensiveError",
     "QueryResult",
     "SchemaVersionError",
+    "TimeScope",
     "Tokenizer",
     "VectorQuery",
     "__version__",

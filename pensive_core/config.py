@@ -32,6 +32,7 @@ __all__ = [
     "STRUCTURAL_KEYS",
     "ChromaConfig",
     "GraphConfig",
+    "TemporalConfig",
 ]
 
 
@@ -270,6 +271,24 @@ class GraphConfig(_Section):
         return {**defaults, **v}  # a partial table overrides only the edges it names
 
 
+class TemporalConfig(_Section):
+    """Temporal resolution: statements about the same slot (a subject's attribute) supersede
+    older ones; questions with a time in them favour passages true at that time.
+
+    Scores are multiplied, never replaced: a superseded passage by ``demote``, a passage whose
+    dates overlap the time a question asks about by ``1 + interval_gain``, a passage holding a
+    date by ``1 + when_gain`` for a "when ...?" question.
+    """
+
+    enabled: bool = True
+    demote: float = Field(0.5, ge=0.0, le=1.0)  # score factor of a superseded passage
+    surface: bool = True  # a superseded passage brings the passage that superseded it
+    interval_gain: float = Field(0.5, ge=0.0)  # dates overlapping the question's time
+    when_gain: float = Field(0.0, ge=0.0)  # any date, for "when did ...?" questions
+    question_dates: bool = True  # "as of 2015" / "in 1990" in the question act like as_of
+    relative_dates: bool = True  # "yesterday" in a document resolved against its timestamp
+
+
 class PensiveConfig(_Section):
     """The whole configuration. Every key has a default; see ``README.md`` for each."""
 
@@ -280,6 +299,7 @@ class PensiveConfig(_Section):
     fusion: FusionConfig = FusionConfig()
     router: RouterConfig = RouterConfig()
     graph: GraphConfig = GraphConfig()
+    temporal: TemporalConfig = TemporalConfig()
 
 
 # Keys a built store depends on: opening a store with a different value would be silent garbage.

@@ -17,6 +17,7 @@ __all__ = [
     "Hit",
     "IngestReport",
     "QueryResult",
+    "TimeScope",
     "VectorQuery",
 ]
 
@@ -114,6 +115,10 @@ class Hit:
         metadata: The document's metadata.
         timestamp: The document's timestamp, if any.
         sources: Which retrievers found it and at what rank (1-based), e.g. ``{"dense": 1}``.
+        valid_from: When what the passage states became true, where known (a date in its
+            text, else its document's timestamp, for a passage that states a fact).
+        valid_to: When it stopped being true: the time of the statement that superseded it.
+        superseded_by: The passage id of that newer statement (or correction), if any.
 
     A hit is immutable, its ``metadata`` and ``sources`` too (read-only dicts).
     """
@@ -125,6 +130,9 @@ class Hit:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     timestamp: datetime | None = None
     sources: Mapping[str, int] = field(default_factory=dict)
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    superseded_by: str | None = None
 
     def __post_init__(self) -> None:
         if type(self.metadata) is not FrozenDict:
@@ -156,6 +164,30 @@ class Aggregation:
 
 
 @dataclass(frozen=True)
+class TimeScope:
+    """The time a question asks about, as the temporal resolver understood it.
+
+    Args:
+        kind: ``"as_of"`` (true at a time: ``as_of=`` or "as of 2015"), ``"during"`` (in or
+            between dates: "in 1990", "from 1811 to 1827"), ``"before"``, ``"after"``,
+            ``"latest"`` (now / current / latest), ``"when"`` ("when did ...?") or
+            ``"change"`` (how something changed: superseded statements are shown too).
+        start: Start of the time asked about (inclusive), if it has one.
+        end: End of it (exclusive), if it has one.
+        source: ``"question"`` when read from the question's words, ``"as_of"`` when given.
+        supported: How many returned hits have a date or a validity span that fits the time
+            asked about. 0 with ``start``/``end`` set means nothing found was true then: an
+            application should abstain rather than answer from those hits.
+    """
+
+    kind: str
+    start: datetime | None = None
+    end: datetime | None = None
+    source: str = "question"
+    supported: int = 0
+
+
+@dataclass(frozen=True)
 class QueryResult:
     """What :meth:`Pensive.query` returns.
 
@@ -170,6 +202,8 @@ class QueryResult:
             this one: case, punctuation, word order, filler words or a typo); else None.
         aggregation: For an aggregation question answered from the entity graph, the count
             (the hits are then every counted passage, oldest first); else None.
+        time_scope: The time the question asks about, when it asks about one (or ``as_of``
+            was given) and temporal resolution is on; else None.
     """
 
     hits: list[Hit]
@@ -180,6 +214,7 @@ class QueryResult:
     timings: Mapping[str, float] = field(default_factory=dict)
     cached_from: str | None = None
     aggregation: Aggregation | None = None
+    time_scope: TimeScope | None = None
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ EXPECTED = {
     "PensiveError",
     "QueryResult",
     "SchemaVersionError",
+    "TimeScope",
     "Tokenizer",
     "VectorQuery",
     "__version__",
