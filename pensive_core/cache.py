@@ -314,6 +314,9 @@ def _hit_to_json(h: Hit) -> dict[str, Any]:
         "metadata": dict(h.metadata),
         "timestamp": to_iso(h.timestamp),
         "sources": dict(h.sources),
+        "valid_from": to_iso(h.valid_from),
+        "valid_to": to_iso(h.valid_to),
+        "superseded_by": h.superseded_by,
     }
 
 
@@ -326,6 +329,9 @@ def _hit_from_json(d: dict[str, Any]) -> Hit:
         d["metadata"],
         from_iso(d["timestamp"]),
         d["sources"],
+        from_iso(d.get("valid_from")),
+        from_iso(d.get("valid_to")),
+        d.get("superseded_by"),
     )
 
 

@@ -46,9 +46,20 @@ from .graph import (
 from .loaders import iter_files, load_file
 from .router import RouterStats, confidence, exact_needles, fts_all, fts_any, missing_needles
 from .sparse.bm25 import BM25Index
-from .timeutil import ensure_utc, from_iso, to_iso
+from .temporal import (
+    RuleStatementExtractor,
+    TemporalKnobs,
+    TemporalStore,
+    TemporalView,
+    TimeIntent,
+    parse_intent,
+    resolve,
+    supported,
+)
+from .temporal import SCHEMA_VERSION as TEMPORAL_VERSION
+from .timeutil import ensure_utc, from_iso, to_iso, utcnow
 from .tokenize import Tokenizer
-from .types import Aggregation, Chunk, Document, Hit, IngestReport, QueryResult
+from .types import Aggregation, Chunk, Document, Hit, IngestReport, QueryResult, TimeScope
 
 __all__ = ["Pensive"]
 
@@ -65,6 +76,8 @@ class _Answer(NamedTuple):
     confidence: float
     tier: str
     deps: Deps
+    scope: TimeScope | None = None
+    relative: bool = False  # the question's time was relative ("last year"): depends on now
 
 
 class Pensive:
@@ -156,6 +169,12 @@ class Pensive:
                 if not self.read_only:
                     self._archive.set_meta("graph_version", SCHEMA_VERSION)
                     self._sync_graph()
+            self._temporal: TemporalStore | None = None
+            self._tview: tuple[int, TemporalView] | None = None
+            self._tsig: dict[str, tuple[str | None, ...]] | None = None  # see _commit
+            self._statements = RuleStatementExtractor()
+            if self.config.temporal.enabled:
+                self._open_temporal()
             self._learn: tuple[BaseLevel, Hebbian] | None = None
             self._heb_version = 0  # bumped when learned edge weights change
             self._last_seeds: dict[int, float] = {}
@@ -317,6 +336,7 @@ class Pensive:
             "deleted": 0,
         }
         with self._lock:
+            self._before_change()
             batch: dict[str, Document] = {}
             done = 0
             for doc in documents:
@@ -430,8 +450,24 @@ class Pensive:
                         self._extractor,
                         doc.metadata.get("title"),
                     )
+            if self._temporal is not None:
+                for doc, _, chunks in plans:
+                    self._temporal.add_document(
+                        doc.id,
+                        [] if archive_only else [(c.id, c.text) for c in chunks],
+                        doc.timestamp,
+                        self._statements,
+                        self.config.temporal.relative_dates,
+                    )
         if plans or to_delete:
             self._changed = True
+
+    def _before_change(self) -> None:
+        """Before content changes: know which passages are superseded now, so the commit can
+        tell which ones it superseded (or freed) and drop the cached answers holding them."""
+        if self._temporal is not None and self._l1 is not None and self._tsig is None:
+            if self._l1.stats().get("entries"):
+                self._tsig = self._temporal.load().signature()
 
     def _commit(self) -> None:
         # The archive rows are written first with indexed=0, then the indexes are persisted,
@@ -521,6 +557,10 @@ class Pensive:
 
     def _l1_affected(self, entries: list[EntryView]) -> set[str]:
         removed_ids = list(self._chg_removed)
+        if self._temporal is not None:
+            # passages a new statement superseded, or whose superseder went: answers that
+            # held them (or fused them) would now order differently
+            removed_ids += self._superseded_changes()
         if self._graph is not None and self._graph.touched_subjects:
             # a document about an entity came or went: passages naming it now lead elsewhere
             removed_ids += self._graph.mentioning(self._graph.touched_subjects)
@@ -684,8 +724,17 @@ class Pensive:
                 cached = l1.get(qk)
                 if cached is not None:
                     hits = list(cached.hits)  # immutable hits: shared, never copied
+                    scope = None
+                    if self._temporal is not None:
+                        scope = self._time_scope(self._intent(text), cutoff, hits)
                     res = QueryResult(
-                        hits, "L1", cached.confidence, _ms(t0), text, cached_from=cached.source
+                        hits,
+                        "L1",
+                        cached.confidence,
+                        _ms(t0),
+                        text,
+                        cached_from=cached.source,
+                        time_scope=scope,
                     )
                     return self._record(res)
             # (after L1: the check costs more than a cache hit, and counts are never cached)
@@ -698,9 +747,11 @@ class Pensive:
             ans = self._answer(text, k, cutoff, timings, where=where, context=context)
             if learning and not self.read_only and ans.hits:
                 self._learn_from(ans.hits)
-            if qk is not None and l1 is not None:
+            if qk is not None and l1 is not None and not ans.relative:
                 l1.put(qk, ans.hits, ans.confidence, ans.tier, ans.deps, self._commit_no)
-        res = QueryResult(ans.hits, ans.tier, ans.confidence, _ms(t0), text, timings)
+        res = QueryResult(
+            ans.hits, ans.tier, ans.confidence, _ms(t0), text, timings, time_scope=ans.scope
+        )
         return self._record(res)
 
     def _answer(
@@ -717,9 +768,13 @@ class Pensive:
         fused: list[Fused] = []
         lists: dict[str, list[tuple[str, float]]] = {}
         allowed = None if where is None else self._allowed(where)
+        intent = self._intent(text)
         if self._bm25.n_live and (allowed is None or allowed):
             # every indexed passage is in both indexes: no count asked of a remote backend
             fused, lists, qvec = self._retrieve(text, timings, qvec, where, allowed, context)
+            fused = self._resolve_time(fused, intent, cutoff, timings)
+            if allowed is not None:  # a surfaced statement must pass the filter too
+                fused = [f for f in fused if f.id in allowed]
         t = time.perf_counter()
         hits = self._hits(fused, k, cutoff)
         timings["fetch_ms"] = _ms(t)
@@ -730,7 +785,8 @@ class Pensive:
             hits, conf = escalated
             tier = "L3"
         deps = self._deps(hits, fused, lists, qvec) if self._l1 is not None else Deps()
-        return _Answer(hits, conf, tier, deps)
+        scope = self._time_scope(intent, cutoff, hits)
+        return _Answer(hits, conf, tier, deps, scope, bool(intent and intent.relative))
 
     def _allowed(self, where: Filter) -> frozenset[str]:
         """Ids of the passages whose documents pass ``where`` (cached until the next commit)."""
@@ -758,6 +814,7 @@ class Pensive:
             (f.method, f.k, f.depth, tuple(sorted(f.weights.items()))),
             (b.method, b.k1, b.b, b.stemmer, b.stopwords),
             (r.l3_exact, r.l3_below),
+            tuple(self.config.temporal.model_dump().values()) if self._temporal else (),
         )
 
     def _deps(
@@ -862,6 +919,116 @@ class Pensive:
                 self._extractor,
                 None if doc is None else doc.metadata.get("title"),
             )
+
+    # -- temporal resolution -----------------------------------------------------------------
+    def _open_temporal(self) -> None:
+        db = self._archive.db
+        built = db.execute(
+            "SELECT 1 FROM sqlite_master WHERE name = 'temporal_statements'"
+        ).fetchone()
+        if self.read_only:
+            if built and self._archive.get_meta("temporal_version") == TEMPORAL_VERSION:
+                self._temporal = TemporalStore(db, create=False)
+            elif built:
+                log.warning("the temporal index is from another version; open for writing")
+            return
+        if built and self._archive.get_meta("temporal_version") != TEMPORAL_VERSION:
+            log.info("rebuilding the temporal index (built by another version)")
+            TemporalStore.drop(db)
+        self._temporal = TemporalStore(db)
+        self._archive.set_meta("temporal_version", TEMPORAL_VERSION)
+        self._sync_temporal()
+
+    def _sync_temporal(self) -> None:
+        """Bring statements and dates level with the archive (temporal resolution was off, or
+        the store predates it): documents whose passages differ are read again."""
+        assert self._temporal is not None
+        want: dict[str, set[str]] = {}
+        for cid, did in self._archive.db.execute(
+            "SELECT c.id, c.doc_id FROM chunks c JOIN documents d ON d.id = c.doc_id "
+            "WHERE d.indexed = 1"
+        ):
+            want.setdefault(did, set()).add(cid)
+        have = self._temporal.documents()
+        for did in set(have) - set(want):
+            self._temporal.remove_document(did)
+        stale = [d for d in want if want[d] != have.get(d)]
+        if stale:
+            log.info("reading dates and statements of %d document(s)", len(stale))
+        for did in stale:
+            doc = self._archive.document(did)
+            passages = [(cid, text) for cid, _, text in self._archive.doc_chunks(did)]
+            self._temporal.add_document(
+                did,
+                passages,
+                None if doc is None else doc.timestamp,
+                self._statements,
+                self.config.temporal.relative_dates,
+            )
+
+    def _superseded_changes(self) -> list[str]:
+        """Passages whose supersession this commit changed (compared with before it)."""
+        before = self._tsig
+        self._tview = None
+        view = self._temporal_view()  # loads this commit's view and its signature
+        after = self._tsig or {}
+        if before is None:
+            # nothing was cached when the change began (or the view was never loaded): every
+            # passage that is superseded now counts as changed
+            return [c for c, sig in after.items() if any(x is not None for x in sig)]
+        del view
+        return [c for c in set(before) | set(after) if before.get(c) != after.get(c)]
+
+    def _temporal_view(self) -> TemporalView:
+        """Statements with supersession computed, loaded once per commit."""
+        assert self._temporal is not None
+        if self._tview is None or self._tview[0] != self._commit_no:
+            view = self._temporal.load()
+            self._tview = (self._commit_no, view)
+            self._tsig = view.signature()
+        return self._tview[1]
+
+    def _intent(self, text: str) -> TimeIntent | None:
+        """The time the question asks about (relative phrases read against now)."""
+        if self._temporal is None or not self.config.temporal.question_dates:
+            intent = None
+            if self._temporal is not None:  # still tell "now" and "how did it change"
+                intent = parse_intent(text, None)
+                if intent is not None and intent.start is None and intent.end is None:
+                    return intent
+            return None
+        return parse_intent(text, utcnow())
+
+    def _time_scope(
+        self, intent: TimeIntent | None, cutoff: datetime | None, hits: Sequence[Hit]
+    ) -> TimeScope | None:
+        if self._temporal is None or (intent is None and cutoff is None):
+            return None
+        at = None if cutoff is None else cutoff.timestamp() + 1e-6
+        n = supported(self._temporal_view(), [h.chunk_id for h in hits], intent, at)
+        if cutoff is not None:
+            return TimeScope("as_of", None, cutoff, "as_of", n)
+        assert intent is not None
+        return TimeScope(intent.kind, intent.start, intent.end, "question", n)
+
+    def _resolve_time(
+        self,
+        fused: list[Fused],
+        intent: TimeIntent | None,
+        cutoff: datetime | None,
+        timings: dict[str, float],
+    ) -> list[Fused]:
+        """Demote what does not hold at the time asked about, surface what does."""
+        if self._temporal is None or not fused:
+            return fused
+        t = time.perf_counter()
+        c = self.config.temporal
+        knobs = TemporalKnobs(c.demote, c.surface, c.interval_gain, c.when_gain)
+        at = None if cutoff is None else cutoff.timestamp() + 1e-6  # as_of is inclusive
+        depth = self.config.fusion.depth
+        res = resolve(self._temporal_view(), fused[:depth], intent, at, knobs)
+        timings["temporal_ms"] = _ms(t)
+        return res.fused + fused[depth:]
 
     def _graph_state(self) -> tuple[GraphView, Any, dict[str, int], ActivationConfig]:
         """The loaded graph, its transition matrix, node index and activation settings,
@@ -1170,6 +1337,7 @@ class Pensive:
 
     def _hits(self, fused: list[Fused], k: int, cutoff: datetime | None) -> list[Hit]:
         hits: list[Hit] = []
+        view = self._temporal_view() if self._temporal is not None else None
         start = 0
         while len(hits) < k and start < len(fused):
             # usually the first k fused ids all qualify; fetch more only when some did not
@@ -1182,6 +1350,7 @@ class Pensive:
                     continue  # indexed but not archived (an interrupted ingest): never shown
                 if cutoff is not None and row.timestamp is not None and row.timestamp > cutoff:
                     continue
+                valid = (None, None, None) if view is None else view.validity(row.id)
                 hits.append(
                     Hit(
                         doc_id=row.doc_id,
@@ -1191,6 +1360,9 @@ class Pensive:
                         metadata=row.metadata,
                         timestamp=row.timestamp,
                         sources=f.ranks,
+                        valid_from=valid[0],
+                        valid_to=valid[1],
+                        superseded_by=valid[2],
                     )
                 )
                 if len(hits) == k:
@@ -1389,6 +1561,7 @@ class Pensive:
         with self._lock:
             if self._archive.fingerprint(doc_id) is None:
                 raise NotFoundError(f"no document with id {doc_id!r} in {self.path}")
+            self._before_change()
             ids = self._archive.delete(doc_id)
             self._changed = True
             self._chg_docs.add(doc_id)
@@ -1398,6 +1571,8 @@ class Pensive:
             self._bm25.delete(ids)
             if self._graph is not None:
                 self._graph.remove_document(doc_id)
+            if self._temporal is not None:
+                self._temporal.remove_document(doc_id)
             self._commit()
         return len(ids)
 
@@ -1438,6 +1613,7 @@ class Pensive:
             else {**self._l1.stats(), "refreshed": self.l1_refreshed},
             "l3": dict(self.l3_counts),
             "graph": None if self._graph is None else self._graph.counts(),
+            "temporal": None if self._temporal is None else self._temporal.counts(),
         }
 
     def close(self) -> None:

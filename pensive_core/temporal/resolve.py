@@ -1,0 +1,201 @@
+"""Query time: demote what no longer holds (or did not hold yet) at the time asked about,
+surface what superseded it, and favour passages whose dates fit the question's time.
+
+A pure function over the fused ``(id, score)`` list: scores are multiplied, never replaced,
+and nothing is dropped, so the temporal step can only reorder what retrieval found (plus the
+statements it surfaces).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..fusion import Fused
+from .intent import TimeIntent
+from .store import TemporalView, spans_fit
+
+__all__ = ["Resolution", "TemporalKnobs", "bounds", "resolve"]
+
+_EPS = 1e-6  # a point in time as a span: [t - eps, t)
+
+
+@dataclass(frozen=True)
+class TemporalKnobs:
+    """The query-time settings of ``[temporal]``."""
+
+    demote: float = 0.5
+    surface: bool = True
+    interval_gain: float = 0.5
+    when_gain: float = 0.0
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What the temporal step did: the reordered list, and counts for ``timings``/debugging."""
+
+    fused: list[Fused]
+    demoted: int = 0
+    surfaced: int = 0
+    boosted: int = 0
+
+
+def bounds(intent: TimeIntent | None, at: float | None) -> tuple[float | None, float | None]:
+    """The span a question asks about: ``at`` (an explicit ``as_of``, exclusive) wins; None,
+    None means "now" (what has not been superseded)."""
+    if at is not None:
+        return at - _EPS, at
+    if intent is None or intent.kind in ("latest", "when", "change"):
+        return None, None
+    lo = None if intent.start is None else intent.start.timestamp()
+    hi = None if intent.end is None else intent.end.timestamp()
+    if intent.kind == "as_of" and hi is not None:
+        return hi - _EPS, hi
+    return lo, hi
+
+
+def _scale(score: float, factor: float) -> float:
+    # scores may be negative (z-score fusion): a factor below 1 must still lower them
+    if score >= 0:
+        return score * factor
+    return score / factor if factor > 0 else float("-inf")
+
+
+def holds(view: TemporalView, i: int, lo: float | None, hi: float | None) -> bool:
+    """Whether statement ``i`` holds during ``[lo, hi)``; with both None, whether it holds
+    now (nothing has superseded it)."""
+    r = view.rows[i]
+    if lo is None and hi is None:
+        return r.superseded_by is None
+    start = float("-inf") if r.t is None else r.t
+    if r.superseded_by is None:
+        end = float("inf")
+    elif r.valid_to is not None:
+        end = r.valid_to
+    else:  # superseded when, is not known: from when its successor holds, if that is known
+        succ = view.rows[r.superseded_by].t
+        end = float("-inf") if succ is None else succ
+    return start < (float("inf") if hi is None else hi) and end > (
+        float("-inf") if lo is None else lo
+    )
+
+
+def holder(view: TemporalView, i: int, lo: float | None, hi: float | None) -> int | None:
+    """The statement of ``i``'s slot holding during ``[lo, hi)`` (the latest such)."""
+    best = None
+    for j in view.chains[view.rows[i].chain]:
+        if holds(view, j, lo, hi):
+            best = j  # chains run oldest first: the last one holding wins
+    return best
+
+
+def _holding(view: TemporalView, i: int, lo: float | None, hi: float | None) -> int | None:
+    """Statement ``i`` if it holds during ``[lo, hi)``, else the one of its slot that does;
+    judged by now when no statement of the slot holds then."""
+    bounded = lo is not None or hi is not None
+    if bounded:
+        if holds(view, i, lo, hi):
+            return i
+        h = holder(view, i, lo, hi)
+        if h is not None:
+            return h
+    return i if holds(view, i, None, None) else holder(view, i, None, None)
+
+
+def resolve(
+    view: TemporalView,
+    fused: Sequence[Fused],
+    intent: TimeIntent | None,
+    at: float | None,
+    knobs: TemporalKnobs,
+) -> Resolution:
+    """Reorder fused candidates by time.
+
+    Args:
+        view: Statements and dates, with supersession computed.
+        fused: The fused candidates, best first.
+        intent: The question's time (None: a question about now).
+        at: An explicit ``as_of`` (POSIX seconds, exclusive), or None.
+        knobs: Demotion factor, surfacing, gains.
+
+    Returns:
+        The candidates re-scored and re-sorted, with counts of what changed.
+    """
+    lo, hi = bounds(intent, at)
+    kind = "as_of" if at is not None else (intent.kind if intent else "latest")
+    scores = {f.id: f.score for f in fused}
+    ranks = {f.id: f.ranks for f in fused}
+    out = dict(scores)
+    demoted = surfaced = boosted = 0
+    extra = 0
+    for f in fused:
+        info = view.chunks.get(f.id)
+        if info is None:
+            continue
+        factor = 1.0
+        if info.statements and kind != "change":
+            # a statement that does not hold at the time asked about, where another statement
+            # of its slot does; when none of the slot's statements holds then (the question's
+            # date names the slot, "Q3 2024 revenue", rather than a time), it is judged by now
+            instead = [_holding(view, i, lo, hi) for i in info.statements]
+            if instead and all(h is not None and h not in info.statements for h in instead):
+                factor *= knobs.demote
+                demoted += 1
+                if knobs.surface:
+                    # what holds instead takes at least the place this passage had
+                    for h in instead:
+                        assert h is not None
+                        cid = view.rows[h].chunk
+                        if out.get(cid, float("-inf")) < f.score:
+                            if cid not in scores:
+                                extra += 1
+                                ranks[cid] = {"temporal": extra}
+                                surfaced += 1
+                            out[cid] = f.score
+        elif info.statements and kind == "change" and knobs.surface:
+            # how something changed: every statement of its slot, just below this passage
+            for i in info.statements:
+                for j in view.chains[view.rows[i].chain]:
+                    cid = view.rows[j].chunk
+                    if cid not in out:
+                        extra += 1
+                        ranks[cid] = {"temporal": extra}
+                        out[cid] = _scale(f.score, 0.999)
+                        surfaced += 1
+        if kind in ("during", "before", "after") and (lo is not None or hi is not None):
+            if knobs.interval_gain and spans_fit(view.dates_of(f.id), lo, hi):
+                factor *= 1 + knobs.interval_gain
+                boosted += 1
+        elif kind == "when" and knobs.when_gain and info.dates:
+            factor *= 1 + knobs.when_gain
+            boosted += 1
+        if factor != 1.0:
+            out[f.id] = _scale(out[f.id], factor)
+    if not demoted and not boosted and not surfaced:
+        return Resolution(list(fused))
+    order = sorted(out, key=lambda c: -out[c])
+    return Resolution([Fused(c, out[c], ranks[c]) for c in order], demoted, surfaced, boosted)
+
+
+def supported(
+    view: TemporalView, chunk_ids: Sequence[str], intent: TimeIntent | None, at: float | None
+) -> int:
+    """How many of these passages fit the time asked about: a date or a statement in the span
+    (bounded questions), a statement that holds now ("latest"), any date ("when")."""
+    lo, hi = bounds(intent, at)
+    kind = "as_of" if at is not None else (intent.kind if intent else "latest")
+    n = 0
+    for cid in chunk_ids:
+        info = view.chunks.get(cid)
+        if info is None:
+            continue
+        if lo is not None or hi is not None:
+            ok = spans_fit(view.dates_of(cid), lo, hi) or any(
+                holds(view, i, lo, hi) and view.rows[i].t is not None for i in info.statements
+            )
+        elif kind == "when":
+            ok = bool(info.dates) or any(view.rows[i].t is not None for i in info.statements)
+        else:
+            ok = any(holds(view, i, None, None) for i in info.statements) or bool(info.dates)
+        n += ok
+    return n
