@@ -173,6 +173,7 @@ class Pensive:
             self._tview: tuple[int, TemporalView] | None = None
             self._tsig: dict[str, tuple[str | None, ...]] | None = None  # see _commit
             self._statements = RuleStatementExtractor()
+            self._intents: dict[str, TimeIntent | None] = {}
             if self.config.temporal.enabled:
                 self._open_temporal()
             self._learn: tuple[BaseLevel, Hebbian] | None = None
@@ -726,7 +727,8 @@ class Pensive:
                     hits = list(cached.hits)  # immutable hits: shared, never copied
                     scope = None
                     if self._temporal is not None:
-                        scope = self._time_scope(self._intent(text), cutoff, hits)
+                        intent = self._intent(cached.source or text)  # a variant: its source's
+                        scope = self._time_scope(intent, cutoff, hits)
                     res = QueryResult(
                         hits,
                         "L1",
@@ -989,7 +991,18 @@ class Pensive:
         return self._tview[1]
 
     def _intent(self, text: str) -> TimeIntent | None:
-        """The time the question asks about (relative phrases read against now)."""
+        """The time the question asks about (relative phrases read against now); remembered
+        per question, so an L1 answer does not parse it again."""
+        if text in self._intents:
+            return self._intents[text]
+        intent = self._read_intent(text)
+        if intent is None or not intent.relative:  # "last week" moves with the clock
+            if len(self._intents) >= 8192:
+                self._intents.clear()
+            self._intents[text] = intent
+        return intent
+
+    def _read_intent(self, text: str) -> TimeIntent | None:
         if self._temporal is None or not self.config.temporal.question_dates:
             intent = None
             if self._temporal is not None:  # still tell "now" and "how did it change"

@@ -31,10 +31,21 @@ class TimeIntent:
 
 
 _CHANGE = re.compile(
-    r"\b(?:how (?:has|have|did|does|do) .{1,80}? (?:change|changed|evolve|evolved|develop|"
-    r"developed|shift|shifted)|changed|changes|change over|history of|used to|previous(?:ly)?|"
-    r"formerly|originally|at first|before (?:that|it changed)|over time|over the years|"
-    r"what was .{1,60} before)\b",
+    r"\b(?:how (?:has|have|did|does|do|had) .{1,80}? (?:change|changed|evolve|evolved|develop|"
+    r"developed|shift|shifted|grow|grown|moved)|(?:has|have|did|had) .{1,60}? change[ds]?\b|"
+    r"what (?:has )?changed|history of|(?<!is )(?<!are )(?<!was )(?<!were )(?<!be )used to|"
+    r"previously|formerly|originally|at first|before (?:that|it changed)|over time|"
+    r"over the years|what was .{1,60} before\b)",
+    re.IGNORECASE,
+)
+# one cheap look before the real parse: most questions name no time and ask for none
+_ANY_CUE = re.compile(
+    r"\d|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec|mon|tue|wed|thu|fri|sat|sun|"
+    r"yesterday|today|tomorrow|tonight|last|next|this|ago|now|current|latest|recent|present|"
+    r"still|nowadays|these days|newest|up to date|when|what (?:year|date|day|month|time)|which|"
+    r"how long|on what|in what|chang|evolv|develop|shift|grow|grown|moved|history|used to|"
+    r"previous|formerly|originally|at first|over time|over the years|before|earlier|week|month|"
+    r"year|quarter|decade|century|spring|summer|autumn|fall|winter|weekend)",
     re.IGNORECASE,
 )
 _LATEST = re.compile(
@@ -63,6 +74,8 @@ def parse_intent(text: str, reference: datetime | None = None) -> TimeIntent | N
     Returns:
         The intent, or None when the question names no time and asks for none.
     """
+    if not _ANY_CUE.search(text):
+        return None
     change = bool(_CHANGE.search(text))
     found = find_dates(text, reference)
     if found:
