@@ -96,3 +96,23 @@ def write_results(name: str, out: Path, payload: dict[str, Any], markdown: str) 
     (out / f"{name}.json").write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n")
     (out / f"{name}.md").write_text(markdown)
     print(f"wrote {out / (name + '.json')} and {out / (name + '.md')}")
+
+
+def source_state() -> dict[str, Any]:
+    """The commit measured, and whether the library's working tree differed from it (numbers
+    taken on uncommitted code say so)."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(
+                ["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10
+            ).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    changed = git("status", "--porcelain", "--", "pensive_core")
+    return {
+        "commit": git("rev-parse", "HEAD") or None,
+        "pensive_core_uncommitted": [line[3:] for line in changed.splitlines()],
+    }
