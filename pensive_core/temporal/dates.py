@@ -177,7 +177,10 @@ _WEEKDAY = re.compile(rf"{_WEEKDAY_FULL}\b")
 _AGO = re.compile(
     rf"(?P<n>{_COUNT_WORDS})\s+(?P<u>day|week|month|year)s?\s+(?:ago|(?P<now>from\s+now))\b"
 )
-_IN_N = re.compile(rf"in\s+(?P<n>{_COUNT_WORDS})\s+(?P<u>day|week|month|year)s?\b(?:'?\s+time\b)?")
+# "in six months" is a time; "in six months of training" is a duration
+_IN_N = re.compile(
+    rf"in\s+(?P<n>{_COUNT_WORDS})\s+(?P<u>day|week|month|year)s?\b(?:'?\s+time\b)?(?!\s+of\b)"
+)
 
 # Pieces looked for just before or between mentions (searched in a short window ending there).
 _PREFIX_WEEKDAY = re.compile(rf"\b(?:{_WEEKDAY_FULL}|{_WEEKDAY_ABBR})\.?\s*,?\s*$")
