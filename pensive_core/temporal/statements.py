@@ -176,9 +176,9 @@ _RELATIONS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
         "employer",
         re.compile(
             r"^(?P<subj>.{1,40}?)\s+(?:now\s+|currently\s+|still\s+|has\s+|have\s+|just\s+|"
-            r"recently\s+)*(?P<verb>works|work|worked|is working|are working|joined|is employed|"
-            r"was employed|started working|took a job|got a job|started a job)\s+"
-            r"(?:at|for|by|with)?\s*(?P<val>.{2,50})$",
+            r"recently\s+)*(?:(?P<verb>works|work|worked|is working|are working|is employed|"
+            r"was employed|started working|took a job|got a job|started a job)\s+(?:at|for|by)|"
+            r"joined)\s+(?P<val>[A-Z].{1,49})$",
             re.IGNORECASE,
         ),
         False,
@@ -235,6 +235,10 @@ def _clip(val: str) -> str:
     return val
 
 
+def _attribute(phrase: str) -> set[str]:
+    return {re.sub(r"['’]s$", "", w.casefold()) for w in phrase.split()} & _ATTRIBUTE_WORDS
+
+
 def _split(text: str) -> list[str]:
     out: list[str] = []
     for s in _SENTENCES.split(text):
@@ -249,9 +253,11 @@ def _split(text: str) -> list[str]:
 
 
 def _rest_has_name(phrase: str) -> bool:
-    """A capitalised word after the first word, or a digit: the phrase names something."""
+    """A capitalised word after the first word ("I" aside), or a digit: it names something."""
     words = phrase.split()
-    return bool(_HAS_DIGIT.search(phrase)) or any(w[:1].isupper() for w in words[1:])
+    return bool(_HAS_DIGIT.search(phrase)) or any(
+        w[:1].isupper() and not re.match(r"I(?:'|’|$)", w) for w in words[1:]
+    )
 
 
 def _short_value(val: str) -> bool:
@@ -345,12 +351,17 @@ class RuleStatementExtractor:
                 return speaker
             if key in {"he", "she", "they"}:
                 return last_subject
-            if key in _PRONOUN_SUBJ or len(subj.split()) > 5:
+            words = subj.split()
+            if key in _PRONOUN_SUBJ or not words or len(words) > 5:
                 return None
+            if not all(w[:1].isupper() or w in {"of", "de", "van", "von", "la"} for w in words):
+                return None  # a subject is someone named, not a clause
             return subj.strip()
 
         m = _QA.match(s)
-        if m:
+        if m and speaker is None and len(m.group("a").split()) <= 8 and not (
+            {w.casefold().strip(".,!'") for w in m.group("a").split()} & _PERSONAL
+        ):  # a question and its answer (in a chat, the next line is rarely the answer)
             return made("q " + slot_key(m.group("q")), norm_value(_NOT_TAIL.sub("", m.group("a"))))
         m = _NO_LONGER.match(s)
         if m and (subj := who(m.group("subj"))):
@@ -372,7 +383,12 @@ class RuleStatementExtractor:
         if m and (subj := who(m.group("subj"))) and _rest_has_name(" x " + m.group("val")):
             return Statement(slot_key(subj, "employer"), "", correction, True, valid_from, sentence), subj
         m = _ROLE_FIRST.match(s)
-        if m and _short_value(m.group("org")) and who(m.group("val")) == m.group("val").strip():
+        if (
+            m
+            and _short_value(m.group("org"))
+            and _rest_has_name("x " + m.group("org"))
+            and who(m.group("val")) == m.group("val").strip()
+        ):
             slot = slot_key(m.group("role"), "of", m.group("org"))
             return made("r " + slot, norm_value(m.group("val")))
         m = _ROLE_LAST.match(s)
@@ -390,6 +406,9 @@ class RuleStatementExtractor:
                 and len(subj.split()) <= 10
                 and _rest_has_name(subj)
                 and _short_value(val)
+                and not re.search(r"[?!]", subj)
+                # a plain word ("amber", "great") fills a slot only of a named attribute
+                and (_rest_has_name("x " + val) or bool(_attribute(subj)))
             ):
                 return made(slot_key(subj), norm_value(val), None)
         m = _COLON.match(s)
