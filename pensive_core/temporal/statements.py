@@ -127,7 +127,8 @@ _COPULA = _alternation(
     "is|was|are|were|has been|have been|had been|will be|remains|remained|became|has become|"
     "stands at|stood at|rose to|fell to|dropped to|grew to|increased to|decreased to|declined to|"
     "climbed to|reached|totalled|totaled|came to|came in at|amounted to|hit|is now|was now|"
-    "is up to|is down to"
+    "is up to|is down to|costs|cost|now costs|is priced at|was priced at|sells for|sold for|"
+    "retails for|is listed at|is valued at|was valued at"
 )
 _APPOINT = _alternation(
     "is|was|became|has become|has been|will be|remains|was named|was appointed|"
@@ -155,7 +156,7 @@ _ROLE_LAST = re.compile(
 )
 _RELATIONS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
     (
-        "residence",
+        "location",
         re.compile(
             r"^(?P<subj>.{1,40}?)\s+(?:has\s+|have\s+|had\s+|just\s+|recently\s+|finally\s+)*"
             r"(?P<verb>moved|relocated|moved back|moved house)\s+(?:back\s+)?to\s+(?P<val>.{2,50})$",
@@ -164,7 +165,7 @@ _RELATIONS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
         True,
     ),
     (
-        "residence",
+        "location",
         re.compile(
             r"^(?P<subj>.{1,40}?)\s+(?:now\s+|currently\s+|still\s+)?(?P<verb>lives|live|lived|"
             r"is living|are living|is based|are based|resides|reside)\s+in\s+(?P<val>.{2,50})$",
@@ -183,6 +184,37 @@ _RELATIONS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
         ),
         False,
     ),
+)
+# "The Northwind offsite will be held in the Maple room", "... moved from A to B"
+_PLACE = re.compile(
+    r"^(?P<subj>[^,;:]{2,60}?)\s+(?:now\s+|currently\s+)?(?P<verb>will be held|is held|was held|"
+    r"is being held|takes place|will take place|is taking place|is located|was located|"
+    r"is hosted|will be hosted|has been moved|was moved|moved|has moved|relocated|"
+    r"has relocated|was relocated|has been relocated)\s+(?:from\s+.{1,40}?\s+)?"
+    r"(?:to|in|at|into)\s+(?P<val>.{2,50})$",
+    re.IGNORECASE,
+)
+# "The Heron team has 9 engineers", "The warehouse holds 420 pallets"
+_HAS_COUNT = re.compile(
+    r"^(?P<subj>[^,;:]{2,60}?)\s+(?:now\s+|currently\s+|still\s+)?(?:has|have|had|holds|held|"
+    r"employs|employed|lists|counts|reports|reported|records|recorded|tracks|numbers)\s+"
+    r"(?:about\s+|around\s+|roughly\s+|nearly\s+|over\s+|almost\s+|exactly\s+|just\s+|only\s+)?"
+    r"(?P<val>[$€£]?\d[\d,.]*\s*(?:%|percent|million|billion|thousand|bn|[km]\b)?)\s+"
+    r"(?P<rest>[^\d].{0,60})$",
+    re.IGNORECASE,
+)
+# "Northwind restated its Q3 2024 revenue to $4.8 million"
+_SET_TO = re.compile(
+    r"^(?P<subj>[^,;:]{2,60}?)\s+(?:has\s+|have\s+)?(?P<verb>restated|revised|raised|lowered|cut|"
+    r"increased|reduced|decreased|changed|updated|adjusted|moved|pushed|set|corrected)\s+"
+    r"(?:its|their|his|her|the)\s+(?P<attr>.{2,60}?)\s+(?:to|at)\s+(?P<val>.{1,40})$",
+    re.IGNORECASE,
+)
+# "Ana Lima replaced Bo Chen as head of sales at Globex"
+_REPLACED = re.compile(
+    r"^(?P<val>[A-Z][\w'’.\-]*(?:\s+[A-Z][\w'’.\-]*){0,4})\s+(?:has\s+)?(?:replaced|succeeded|"
+    r"took over from)\s+.{2,40}?\s+as\s+(?:the\s+)?(?:new\s+)?(?P<role>.{2,40}?)\s+"
+    r"(?:of|at|for)\s+(?P<org>[^,;:]{2,60})$"
 )
 _NO_LONGER = re.compile(
     r"^(?P<subj>.{1,40}?)\s+(?:no longer|doesn't|does not|don't|do not)\s+"
@@ -213,6 +245,13 @@ _PRONOUN_SUBJ = frozenset(
 )
 _PERSONAL = frozenset({"i", "he", "she", "they", "we", "you", "my", "me"})
 _SENTENCES = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9$])|\n+|;\s+")
+# a line break ends a sentence after end punctuation or a short line (a record: "Status: red");
+# hard-wrapped prose is joined back first
+_WRAPPED = re.compile(r"(?<=[^\s.!?:;\"')\]])[ \t]*\n[ \t]*(?=[^\s\-*•#])")
+_CLAUSE_LEAD = frozenset(
+    """if when while because although though since as so but and or once unless until after
+    before whether then how why where whereas yet nor""".split()
+)
 _HAS_UPPER = re.compile(r"(?:^|\s)\S*[A-Z]")
 _HAS_DIGIT = re.compile(r"\d")
 
@@ -235,13 +274,29 @@ def _clip(val: str) -> str:
     return val
 
 
+def _named(phrase: str) -> bool:
+    """A subject that names something: not a pronoun, with a capitalised word or a digit
+    ("the Northwind offsite", "Project Falcon", "Q3 sales")."""
+    words = phrase.split()
+    if not words or len(words) > 10 or words[0].casefold() in _PRONOUN_SUBJ | _PERSONAL:
+        return False
+    return words[0][:1].isupper() and words[0].casefold() != "the" or _rest_has_name(phrase)
+
+
 def _attribute(phrase: str) -> set[str]:
     return {re.sub(r"['’]s$", "", w.casefold()) for w in phrase.split()} & _ATTRIBUTE_WORDS
 
 
+def _unwrap(text: str) -> str:
+    lines = text.split("\n")
+    if len(lines) < 3 or sum(len(x) for x in lines) / len(lines) < 50:
+        return text  # short lines are records or turns, not wrapped prose
+    return _WRAPPED.sub(" ", text)
+
+
 def _split(text: str) -> list[str]:
     out: list[str] = []
-    for s in _SENTENCES.split(text):
+    for s in _SENTENCES.split(_unwrap(text)):
         s = s.strip()
         if not s:
             continue
@@ -337,8 +392,8 @@ class RuleStatementExtractor:
         correction = correction or bool(_CORRECTION_INLINE.search(s))
         s = re.sub(r"\bactually\s+|\bnow\s+(?=[a-z])", "", s, flags=re.IGNORECASE).strip()
         change = correction or bool(_CHANGE.search(sentence))
-        if not s:
-            return None
+        if not s or s.split()[0].casefold().strip(",") in _CLAUSE_LEAD:
+            return None  # a clause ("If Microsoft was the Empire, ...") states no slot
         if s[:1].islower() and not _QA.match(s):
             s = s[0].upper() + s[1:]
 
@@ -365,7 +420,7 @@ class RuleStatementExtractor:
             return made("q " + slot_key(m.group("q")), norm_value(_NOT_TAIL.sub("", m.group("a"))))
         m = _NO_LONGER.match(s)
         if m and (subj := who(m.group("subj"))):
-            attr = "employer" if m.group("verb").startswith(("work", "is employed")) else "residence"
+            attr = "employer" if m.group("verb").startswith(("work", "is employed")) else "location"
             st = Statement(slot_key(subj, attr), "", True, True, valid_from, sentence)
             return st, subj
         for attr, pattern, moved in _RELATIONS:
@@ -382,6 +437,32 @@ class RuleStatementExtractor:
         m = _LEFT.match(s)
         if m and (subj := who(m.group("subj"))) and _rest_has_name(" x " + m.group("val")):
             return Statement(slot_key(subj, "employer"), "", correction, True, valid_from, sentence), subj
+        m = _REPLACED.match(s)
+        if m and _rest_has_name("x " + m.group("org")):
+            slot = slot_key(m.group("role"), "of", m.group("org"))
+            return Statement("r " + slot, norm_value(m.group("val")), correction, True,
+                             valid_from, sentence), None  # fmt: skip
+        m = _SET_TO.match(s)
+        if m and _named(m.group("subj")) and _short_value(_clip(m.group("val"))):
+            fixed = m.group("verb").casefold() in {"restated", "revised", "corrected"}
+            st = Statement(
+                slot_key(m.group("subj"), m.group("attr")),
+                norm_value(_clip(_NOT_TAIL.sub("", m.group("val")))),
+                correction or fixed, True, valid_from, sentence,
+            )  # fmt: skip
+            return st, None
+        m = _HAS_COUNT.match(s)
+        if m and _named(m.group("subj")):
+            rest = _clip(m.group("rest"))
+            return made(slot_key(m.group("subj"), rest), norm_value(m.group("val")), None)
+        m = _PLACE.match(s)
+        if m and _named(m.group("subj")) and _short_value(_clip(m.group("val"))):
+            val = norm_value(_clip(_NOT_TAIL.sub("", m.group("val"))))
+            moved = "move" in m.group("verb").casefold() or "locat" in m.group("verb").casefold()
+            subj = who(m.group("subj")) or m.group("subj")
+            st = Statement(slot_key(subj, "location"), val, correction, change or moved,
+                           valid_from, sentence)  # fmt: skip
+            return st, who(m.group("subj"))
         m = _ROLE_FIRST.match(s)
         if (
             m
@@ -415,7 +496,7 @@ class RuleStatementExtractor:
         if m:
             subj, val = m.group("subj").strip(), m.group("val")
             words = {w.casefold() for w in subj.split()}
-            if (len(subj.split()) >= 2 or words & _ATTRIBUTE_WORDS) and _short_value(val):
+            if (2 <= len(subj.split()) <= 4 or words & _ATTRIBUTE_WORDS) and _short_value(val):
                 if not words & _PERSONAL and not {w.casefold() for w in val.split()} & _PERSONAL:
                     return made(slot_key(subj), norm_value(_NOT_TAIL.sub("", val)), None)
         return None

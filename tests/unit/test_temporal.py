@@ -58,7 +58,7 @@ def test_corrections_in_other_words():
 
 def test_speaker_turns_resolve_i_to_the_speaker():
     s = one("Caroline: I finally moved to Lisbon last month, it is lovely")
-    assert s.slot == slot_key("Caroline", "residence")
+    assert s.slot == slot_key("Caroline", "location")
     assert s.value == "lisbon"
     assert s.change
 
