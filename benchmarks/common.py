@@ -107,12 +107,12 @@ def source_state() -> dict[str, Any]:
         try:
             return subprocess.run(
                 ["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10
-            ).stdout.strip()
+            ).stdout
         except (OSError, subprocess.SubprocessError):
             return ""
 
     changed = git("status", "--porcelain", "--", "pensive_core")
     return {
-        "commit": git("rev-parse", "HEAD") or None,
+        "commit": git("rev-parse", "HEAD").strip() or None,
         "pensive_core_uncommitted": [line[3:] for line in changed.splitlines()],
     }

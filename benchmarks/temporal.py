@@ -646,11 +646,12 @@ def make_cases(per_category: int = 12, seed: int = 7) -> list[NeedleCase]:
             new = old
             while new == old:
                 new = f"${rng.randint(20, 69) / 10:.1f} million"
-            first = f"{s}'s Q3 2024 revenue was {old}."
-            fix = (f"Correction: {s}'s Q3 2024 revenue was {new}, not {old}.",
-                   f"Update: {s} restated its Q3 2024 revenue to {new}.",
-                   f"Actually, {s}'s Q3 2024 revenue came to {new}.")[style]  # fmt: skip
-            q = f"How much revenue did {s} make in the third quarter of 2024?"
+            first = f"{s}'s Q3 2020 revenue was {old}."
+            fix = (f"Correction: {s}'s Q3 2020 revenue was {new}, not {old}.",
+                   f"Update: {s} restated its Q3 2020 revenue to {new}.",
+                   f"Actually, {s}'s Q3 2020 revenue came to {new}.")[style]  # fmt: skip
+            # a quarter before the haystack's first date: every statement comes after the fact
+            q = f"How much revenue did {s} make in the third quarter of 2020?"
         elif style == 3:  # someone moved on
             (s, pronoun), (old, new) = people[i], rng.sample(_ORGS, 2)
             first = f"{s} works at {old}."
