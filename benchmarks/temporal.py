@@ -61,7 +61,7 @@ from benchmarks.multihop import dia_ids
 from pensive_core import Document, Pensive, PensiveConfig
 
 UTC = timezone.utc
-PARTS = ("timeqa", "situatedqa", "locomo", "needles")
+PARTS = ("timeqa", "situatedqa", "locomo", "needles", "needles_heldout")
 # every graph and temporal setting given: a store keeps the config it was built with, and
 # the numbers must be today's defaults
 BASE: dict[str, Any] = {
@@ -609,6 +609,120 @@ def _spread(final: float, n: int, span: float) -> tuple[float, ...]:
     return tuple(max(0.0, final - span * (n - 1 - j) / (n - 1)) for j in range(n))
 
 
+# Held-out phrasings: written after the development templates above had been used to extend the
+# statement patterns, and before anything was run on these; only drift and corrections (the
+# categories the resolver acts on). (needle, question, first value range, step range, direction)
+_HELDOUT_DRIFT = (
+    ("Headcount at {s} Labs stands at {v}.", "How many people work at {s} Labs?",
+     (40, 90), (2, 9), 1),
+    ("The {s} warehouse currently holds {v} pallets.",
+     "How many pallets are stored in the {s} warehouse?", (300, 600), (10, 40), -1),
+    ("Status of the {s} migration: {v}.", "Where does the {s} migration stand?", None, None, 0),
+    ("{s} ticket backlog: {v} open tickets.", "How large is the {s} ticket backlog?",
+     (100, 300), (5, 25), -1),
+)  # fmt: skip
+_CITIES = ("Lisbon", "Porto", "Ghent", "Utrecht", "Bergen", "Tallinn", "Krakow", "Lyon", "Graz")
+
+
+def _heldout_corrections(
+    rng: random.Random, n: int, companies: list[str], people: list[tuple[str, str]]
+) -> list[tuple[str, str, str, str, str, str]]:
+    """(subject, question, first needle, correcting needle, stale value, current value)."""
+    out = []
+    for i in range(n):
+        s, style = companies[i], i % 5
+        if style == 0:
+            old, new = (f"{rng.randint(1, 28)} {rng.choice(_MONTH_NAMES)} 2026" for _ in "ab")
+            out.append(
+                (
+                    s,
+                    f"When does {s} launch?",
+                    f"The {s} launch date is {old}.",
+                    f"Correction: the {s} launch date is {new}, not {old}.",
+                    old,
+                    new,
+                )
+            )
+        elif style == 1:
+            old, new = rng.sample(range(20, 90), 2)
+            out.append(
+                (
+                    s,
+                    f"How many employees does {s} have?",
+                    f"{s} has {old} employees.",
+                    f"Update: {s} now has {new} employees.",
+                    str(old),
+                    str(new),
+                )
+            )
+        elif style == 2:
+            p, _ = people[i]
+            old, new = rng.sample(_CITIES, 2)
+            out.append(
+                (
+                    p,
+                    f"Which city is {p} based in?",
+                    f"{p} lives in {old}.",
+                    f"{p} moved to {new} last spring.",
+                    old,
+                    new,
+                )
+            )
+        elif style == 3:
+            old, new = (f"${rng.randint(2, 9)}.{rng.randint(0, 9)} million" for _ in "ab")
+            out.append(
+                (
+                    s,
+                    f"What is the value of the {s} contract?",
+                    f"The {s} contract is worth {old}.",
+                    f"To correct an earlier report, the {s} contract is worth {new}.",
+                    old,
+                    new,
+                )
+            )
+        else:
+            (p, _), (q, _) = people[i], people[(i + 1) % len(people)]
+            out.append(
+                (
+                    s,
+                    f"Who leads sales at {s}?",
+                    f"{p} is the head of sales at {s}.",
+                    f"{q} replaced {p} as head of sales at {s}.",
+                    p,
+                    q,
+                )
+            )
+    return out
+
+
+def make_heldout_cases(per_category: int = 12, seed: int = 1007) -> list[NeedleCase]:
+    """Drift and correction needles in the held-out phrasings (see :data:`_HELDOUT_DRIFT`)."""
+    rng = random.Random(seed)
+    n = per_category
+    cases: list[NeedleCase] = []
+    for i, s in enumerate(rng.sample(_DRIFT_SUBJECTS, n)):
+        needle, q, first, step, direction = _HELDOUT_DRIFT[i % len(_HELDOUT_DRIFT)]
+        values = _series(rng, rng.randint(5, 8), first, step, direction)
+        d = DEPTHS[i % len(DEPTHS)]
+        cases.append(
+            NeedleCase("gradual drift", s, q.format(s=s), values[-1], stale=tuple(values[:-1]),
+                       needles=tuple(needle.format(s=s, v=v) for v in values),
+                       depths=_spread(d, len(values), 0.5), depth=d)
+        )  # fmt: skip
+    fixes = _heldout_corrections(
+        rng, n, rng.sample(_CORRECTED_COMPANIES, n), rng.sample(_PEOPLE, n)
+    )
+    for i, (s, q, first, fix, old, new) in enumerate(fixes):
+        d = DEPTHS[i % len(DEPTHS)]
+        if old == new:
+            continue
+        cases.append(NeedleCase("corrections", s, q, new, stale=(old,), needles=(first, fix),
+                                depths=_spread(d, 2, 0.25), depth=d))  # fmt: skip
+    for c in cases:
+        assert not contains_value(c.question, c.answer), c
+    return cases
+
+
 def make_cases(per_category: int = 12, seed: int = 7) -> list[NeedleCase]:
     """Generate the needle suite: ``per_category`` cases of each category, depths cycling
     through :data:`DEPTHS`, subjects and values drawn with a fixed seed."""
@@ -897,6 +1011,12 @@ def _cell(d: dict[str, Any], *keys: str) -> str:
     return str(d)
 
 
+NEEDLES_HELDOUT_TITLE = (
+    "Needles, held-out phrasings (drift and corrections worded in ways not used while the "
+    "statement patterns were written)"
+)
+
+
 def render(payload: dict[str, Any]) -> str:
     lines = [
         "# Temporal retrieval",
@@ -997,11 +1117,13 @@ def render(payload: dict[str, Any]) -> str:
                 f"| {r.get('query_ms_p50')} / {r.get('query_ms_p95')} |"
             )
         lines.append("")
-    if "needles" in payload:
-        nd = payload["needles"]
+    for key, title in (("needles", "Needles"), ("needles_heldout", NEEDLES_HELDOUT_TITLE)):
+        if key not in payload:
+            continue
+        nd = payload[key]
         d = nd["data"]
         lines += [
-            f"## Needles ({d['haystack_documents']} haystack documents, ~{d['haystack_tokens']} "
+            f"## {title} ({d['haystack_documents']} haystack documents, ~{d['haystack_tokens']} "
             f"tokens; {d['needles']} needles, {d['questions']} questions)",
             "",
             "Recall@1 / recall@5 (a hit names the subject and holds the current value); stale@1 "
@@ -1110,12 +1232,16 @@ def main(argv: list[str] | None = None) -> None:
         }
         payload["locomo"]["runs"] = run_systems(store, lambda p: eval_locomo(p, questions))
 
-    def needles() -> None:
+    def needles(key: str = "needles", heldout: bool = False) -> None:
         haystack = load_haystack(args.data, args.haystack_tokens)
-        cases = make_cases(args.needles_per_category, args.seed)
+        if heldout:
+            cases = make_heldout_cases(args.needles_per_category, args.seed + 1000)
+        else:
+            cases = make_cases(args.needles_per_category, args.seed)
         docs, placed = build_needle_corpus(haystack, cases)
-        store = folder(f"needles-{args.haystack_tokens}-{args.needles_per_category}-{args.seed}")
-        payload["needles"] = {
+        n, seed = args.needles_per_category, args.seed
+        store = folder(f"{key}-{args.haystack_tokens}-{n}-{seed}")
+        payload[key] = {
             "data": {
                 "haystack_documents": len(docs),
                 "haystack_tokens": sum(len(h) for h in haystack) // CHARS_PER_TOKEN,
@@ -1131,13 +1257,14 @@ def main(argv: list[str] | None = None) -> None:
             },
             "ingest": build(store, docs),
         }  # fmt: skip
-        payload["needles"]["runs"] = run_systems(store, lambda p: eval_needles(p, placed))
+        payload[key]["runs"] = run_systems(store, lambda p: eval_needles(p, placed))
 
     steps: dict[str, Callable[[], None]] = {
         "timeqa": timeqa,
         "situatedqa": lambda: situated("dev", "situatedqa"),
         "locomo": locomo,
         "needles": needles,
+        "needles_heldout": lambda: needles("needles_heldout", heldout=True),
     }
     t0 = time.perf_counter()
     for name in parts:
