@@ -277,7 +277,8 @@ class TemporalConfig(_Section):
 
     Scores are multiplied, never replaced: a superseded passage by ``demote``, a passage whose
     dates overlap the time a question asks about by ``1 + interval_gain``, a passage holding a
-    date by ``1 + when_gain`` for a "when ...?" question.
+    date by ``1 + when_gain`` for a "when ...?" question, a passage whose statement holds and
+    fills the slot the question names (its rare words weigh most) by ``1 + slot_gain * match``.
     """
 
     enabled: bool = True
@@ -285,6 +286,7 @@ class TemporalConfig(_Section):
     surface: bool = True  # a superseded passage brings the passage that superseded it
     interval_gain: float = Field(0.5, ge=0.0)  # dates overlapping the question's time
     when_gain: float = Field(0.0, ge=0.0)  # any date, for "when did ...?" questions
+    slot_gain: float = Field(2.0, ge=0.0)  # a statement filling the slot the question names
     question_dates: bool = True  # "as of 2015" / "in 1990" in the question act like as_of
     relative_dates: bool = True  # "yesterday" in a document resolved against its timestamp
 

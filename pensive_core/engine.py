@@ -54,6 +54,7 @@ from .temporal import (
     TimeIntent,
     parse_intent,
     resolve,
+    slot_key,
     supported,
 )
 from .temporal import SCHEMA_VERSION as TEMPORAL_VERSION
@@ -774,7 +775,7 @@ class Pensive:
         if self._bm25.n_live and (allowed is None or allowed):
             # every indexed passage is in both indexes: no count asked of a remote backend
             fused, lists, qvec = self._retrieve(text, timings, qvec, where, allowed, context)
-            fused = self._resolve_time(fused, intent, cutoff, timings)
+            fused = self._resolve_time(text, fused, intent, cutoff, timings)
             if allowed is not None:  # a surfaced statement must pass the filter too
                 fused = [f for f in fused if f.id in allowed]
         t = time.perf_counter()
@@ -1026,6 +1027,7 @@ class Pensive:
 
     def _resolve_time(
         self,
+        text: str,
         fused: list[Fused],
         intent: TimeIntent | None,
         cutoff: datetime | None,
@@ -1036,10 +1038,11 @@ class Pensive:
             return fused
         t = time.perf_counter()
         c = self.config.temporal
-        knobs = TemporalKnobs(c.demote, c.surface, c.interval_gain, c.when_gain)
+        knobs = TemporalKnobs(c.demote, c.surface, c.interval_gain, c.when_gain, c.slot_gain)
         at = None if cutoff is None else cutoff.timestamp() + 1e-6  # as_of is inclusive
         depth = self.config.fusion.depth
-        res = resolve(self._temporal_view(), fused[:depth], intent, at, knobs)
+        words = frozenset(slot_key(text).split()) if c.slot_gain else frozenset()
+        res = resolve(self._temporal_view(), fused[:depth], intent, at, knobs, words)
         timings["temporal_ms"] = _ms(t)
         return res.fused + fused[depth:]
 

@@ -28,6 +28,7 @@ class TemporalKnobs:
     surface: bool = True
     interval_gain: float = 0.5
     when_gain: float = 0.0
+    slot_gain: float = 2.0
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,7 @@ def resolve(
     intent: TimeIntent | None,
     at: float | None,
     knobs: TemporalKnobs,
+    words: frozenset[str] = frozenset(),
 ) -> Resolution:
     """Reorder fused candidates by time.
 
@@ -117,6 +119,8 @@ def resolve(
         intent: The question's time (None: a question about now).
         at: An explicit ``as_of`` (POSIX seconds, exclusive), or None.
         knobs: Demotion factor, surfacing, gains.
+        words: The question's slot words (:func:`slot_key` of it, split): a passage whose
+            statement holds and fills the slot the question names rises by ``slot_gain``.
 
     Returns:
         The candidates re-scored and re-sorted, with counts of what changed.
@@ -125,54 +129,65 @@ def resolve(
     kind = "as_of" if at is not None else (intent.kind if intent else "latest")
     scores = {f.id: f.score for f in fused}
     ranks = {f.id: f.ranks for f in fused}
-    out = dict(scores)
+    base = dict(scores)  # before the time factors: raised where a passage stands in
+    factor = dict.fromkeys(scores, 1.0)
     demoted = surfaced = boosted = 0
-    extra = 0
+
+    def stand_in(cid: str, score: float) -> None:
+        nonlocal surfaced
+        if cid not in base:
+            surfaced += 1
+            ranks[cid] = {"temporal": surfaced}
+            factor[cid] = 1.0
+        if base.get(cid, float("-inf")) < score:
+            base[cid] = score
+
+    # pass 1: what does not hold is demoted; what holds instead stands in its place
     for f in fused:
         info = view.chunks.get(f.id)
-        if info is None:
+        if info is None or not info.statements:
             continue
-        factor = 1.0
-        if info.statements and kind != "change":
+        if kind != "change":
             # a statement that does not hold at the time asked about, where another statement
             # of its slot does; when none of the slot's statements holds then (the question's
             # date names the slot, "Q3 2024 revenue", rather than a time), it is judged by now
             instead = [_holding(view, i, lo, hi) for i in info.statements]
             if instead and all(h is not None and h not in info.statements for h in instead):
-                factor *= knobs.demote
+                factor[f.id] *= knobs.demote
                 demoted += 1
                 if knobs.surface:
-                    # what holds instead takes at least the place this passage had
                     for h in instead:
                         assert h is not None
-                        cid = view.rows[h].chunk
-                        if out.get(cid, float("-inf")) < f.score:
-                            if cid not in scores:
-                                extra += 1
-                                ranks[cid] = {"temporal": extra}
-                                surfaced += 1
-                            out[cid] = f.score
-        elif info.statements and kind == "change" and knobs.surface:
+                        stand_in(view.rows[h].chunk, f.score)
+        elif knobs.surface:
             # how something changed: every statement of its slot, just below this passage
             for i in info.statements:
                 for j in view.chains[view.rows[i].chain]:
-                    cid = view.rows[j].chunk
-                    if cid not in out:
-                        extra += 1
-                        ranks[cid] = {"temporal": extra}
-                        out[cid] = _scale(f.score, 0.999)
-                        surfaced += 1
-        if kind in ("during", "before", "after") and (lo is not None or hi is not None):
-            if knobs.interval_gain and spans_fit(view.dates_of(f.id), lo, hi):
-                factor *= 1 + knobs.interval_gain
-                boosted += 1
+                    if view.rows[j].chunk not in base:
+                        stand_in(view.rows[j].chunk, _scale(f.score, 0.999))
+    # pass 2: passages that fit the time asked about, or fill the slot it names, rise
+    bounded = kind in ("during", "before", "after") and (lo is not None or hi is not None)
+    for cid in base:
+        info = view.chunks.get(cid)
+        if info is None or factor[cid] < 1.0:
+            continue
+        up = 1.0
+        if bounded and knobs.interval_gain and spans_fit(view.dates_of(cid), lo, hi):
+            up *= 1 + knobs.interval_gain
         elif kind == "when" and knobs.when_gain and info.dates:
-            factor *= 1 + knobs.when_gain
+            up *= 1 + knobs.when_gain
+        # only slots with a history: the boost picks which changing fact is asked about,
+        # and leaves passages whose statements never changed as retrieval ranked them
+        changing = [i for i in info.statements if len(view.chains[view.rows[i].chain]) > 1]
+        if knobs.slot_gain and words and changing:
+            match = max(view.slot_match(i, words) for i in changing)
+            up *= 1 + knobs.slot_gain * match
+        if up != 1.0:
+            factor[cid] *= up
             boosted += 1
-        if factor != 1.0:
-            out[f.id] = _scale(out[f.id], factor)
     if not demoted and not boosted and not surfaced:
         return Resolution(list(fused))
+    out = {c: _scale(base[c], factor[c]) for c in base}
     order = sorted(out, key=lambda c: -out[c])
     return Resolution([Fused(c, out[c], ranks[c]) for c in order], demoted, surfaced, boosted)
 

@@ -244,7 +244,9 @@ _PRONOUN_SUBJ = frozenset(
     neither some many most few""".split()
 )
 _PERSONAL = frozenset({"i", "he", "she", "they", "we", "you", "my", "me"})
-_SENTENCES = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9$])|\n+|;\s+")
+_SENTENCES = re.compile(
+    r"(?:(?<=[.!?])|(?<=[.!?][)\"'”’\]]))\s+(?=[\"'“(\[]?[A-Z0-9$])|\n+|;\s+"
+)
 # a line break ends a sentence after end punctuation or a short line (a record: "Status: red");
 # hard-wrapped prose is joined back first
 _WRAPPED = re.compile(r"(?<=[^\s.!?:;\"')\]])[ \t]*\n[ \t]*(?=[^\s\-*•#])")

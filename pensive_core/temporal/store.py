@@ -12,6 +12,7 @@ what was recorded before it only when it is worded as a correction or a change (
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -25,7 +26,7 @@ from .statements import StatementExtractor
 
 __all__ = ["SCHEMA_VERSION", "TemporalStore", "TemporalView"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # bumped when extraction changes: stores re-read their passages
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS temporal_statements (
@@ -98,6 +99,23 @@ class TemporalView:
         self.chunks = dict(self.chunks)
         self.chains: list[list[int]] = []
         self._supersede()
+        # how rare each slot word is among the statements: a question names a slot by its
+        # rare words ("Heron" among many "error budget" slots)
+        df: dict[str, int] = defaultdict(int)
+        for r in rows:
+            for w in set(r.slot.split()):
+                df[w] += 1
+        n = max(1, len(rows))
+        self._weight = {w: math.log(1 + n / c) for w, c in df.items()}
+
+    def slot_match(self, i: int, words: frozenset[str]) -> float:
+        """How much of statement ``i``'s slot the question's words name, weighted by how rare
+        each slot word is, in [0, 1]."""
+        slot = [w for w in self.rows[i].slot.split() if w not in ("q", "r")]
+        total = sum(self._weight.get(w, 0.0) for w in slot)
+        if total <= 0:
+            return 0.0
+        return sum(self._weight.get(w, 0.0) for w in slot if w in words) / total
 
     # -- building ----------------------------------------------------------------------------
     def _slots(self) -> dict[str, str]:
@@ -143,9 +161,12 @@ class TemporalView:
         for members in groups.values():
             chain_no = len(self.chains)
             rows = self.rows
+            # a passage correcting the slot comes after others of its time; inside one
+            # passage, statements keep their order ("no longer at X; she joined Y")
+            fixing = {rows[i].chunk for i in members if rows[i].correction}
             dated = sorted(
                 (i for i in members if rows[i].t is not None),
-                key=lambda i: (rows[i].t, rows[i].correction, rows[i].seq),
+                key=lambda i: (rows[i].t, rows[i].chunk in fixing, rows[i].seq),
             )
             current: int | None = None
             for i in dated:

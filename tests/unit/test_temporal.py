@@ -334,3 +334,20 @@ def test_a_store_built_without_temporal_resolution_is_brought_level(tmp_path):
     with Pensive(tmp_path, config={"temporal": {"enabled": True}}) as p:
         assert p.stats()["temporal"]["statements"] == 2
         assert ids(p.query("Who is the CEO of Acme Corp?", k=2))[0] == "ceo-2022"
+
+
+def test_inside_one_passage_statements_keep_their_order():
+    # "no longer works at X; she joined Y": the correction flag must not put the first clause
+    # after the second, or "joined Y" would be superseded by the ending it follows
+    v = _view(
+        ("old", "s", "x", False, False, 100.0),
+        ("fix", "s", "", True, True, 200.0),
+        ("fix", "s", "y", False, True, 200.0),
+    )
+    assert [r.superseded_by for r in v.rows] == [1, 2, None]
+    assert v.validity("old")[2] == "fix"
+
+
+def test_a_sentence_after_a_closing_bracket_is_still_a_sentence():
+    found = RULES.extract("No, I had not.) Ingrid Halvorsen no longer works at Soylent Foods.")
+    assert [s.value for s in found] == [""]
