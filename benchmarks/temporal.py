@@ -61,7 +61,7 @@ from benchmarks.multihop import dia_ids
 from pensive_core import Document, Pensive, PensiveConfig
 
 UTC = timezone.utc
-PARTS = ("timeqa", "situatedqa", "locomo", "needles", "needles_heldout")
+PARTS = ("timeqa", "situatedqa", "locomo", "needles", "needles_heldout", "scifact")
 # every graph and temporal setting given: a store keeps the config it was built with, and
 # the numbers must be today's defaults
 BASE: dict[str, Any] = {
@@ -73,6 +73,17 @@ BASE: dict[str, Any] = {
 SYSTEMS: dict[str, dict[str, Any]] = {
     "hybrid": {"temporal": {"enabled": False}},
     "hybrid + temporal": {},
+}
+#: What each setting is worth, beside the default (run on the parts whose tuning they are).
+TIMEQA_VARIANTS: dict[str, dict[str, Any]] = {
+    "temporal, interval_gain 0": {"temporal": {"interval_gain": 0.0}},
+    "temporal, interval_gain 0.25": {"temporal": {"interval_gain": 0.25}},
+    "temporal, interval_gain 1.0": {"temporal": {"interval_gain": 1.0}},
+}
+NEEDLE_VARIANTS: dict[str, dict[str, Any]] = {
+    "temporal, slot_gain 0": {"temporal": {"slot_gain": 0.0}},
+    "temporal, no surfacing": {"temporal": {"surface": False}},
+    "temporal, demote 0.25": {"temporal": {"demote": 0.25}},
 }
 YEAR_SHIFT = -300
 SQA_K = 20
@@ -988,10 +999,14 @@ def build(store: Path, docs: list[Document]) -> dict[str, Any]:
     }
 
 
-def run_systems(store: Path, evaluate: Callable[[Pensive], dict[str, Any]]) -> dict[str, Any]:
-    """Every system on one store, reopened under its config (closed in between)."""
+def run_systems(
+    store: Path,
+    evaluate: Callable[[Pensive], dict[str, Any]],
+    variants: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Every system (and variant) on one store, reopened under its config (closed between)."""
     runs: dict[str, Any] = {}
-    for name, over in SYSTEMS.items():
+    for name, over in {**SYSTEMS, **(variants or {})}.items():
         with Pensive(store, config=merged(over)) as p:
             p.query("warm up", k=10)
             t = time.perf_counter()
@@ -1149,6 +1164,20 @@ def render(payload: dict[str, Any]) -> str:
                      for k in keys]  # fmt: skip
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
         lines.append("")
+    if "scifact" in payload:
+        sf = payload["scifact"]
+        lines += [
+            f"## SciFact (single-hop control: {sf['data']['claims']} judged claims, "
+            f"{sf['data']['abstracts']} abstracts, no timestamps)",
+            "",
+            "| system | nDCG@10 | query p50 / p95 ms |",
+            "|---|---|---|",
+        ]
+        for name, r in sf["runs"].items():
+            lines.append(
+                f"| {name} | {r['nDCG@10']} | {r.get('query_ms_p50')} / {r.get('query_ms_p95')} |"
+            )
+        lines.append("")
     return "\n".join(lines)
 
 
@@ -1162,6 +1191,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--situatedqa-train", action="store_true",
                     help="also report the train split (labelled; for tuning)")  # fmt: skip
     ap.add_argument("--haystack-tokens", type=int, default=200_000)
+    ap.add_argument("--scifact-store", type=Path, default=None,
+                    help="a SciFact store built by benchmarks.scifact, copied (no re-embedding)")  # fmt: skip
     ap.add_argument("--needles-per-category", type=int, default=12)
     ap.add_argument("--seed", type=int, default=7, help="needle generation seed")
     ap.add_argument("--name", default="temporal", help="results file name (NAME.json/.md)")
@@ -1212,7 +1243,9 @@ def main(argv: list[str] | None = None) -> None:
             },
             "ingest": build(store, docs),
         }
-        payload["timeqa"]["runs"] = run_systems(store, lambda p: eval_timeqa(p, questions))
+        payload["timeqa"]["runs"] = run_systems(
+            store, lambda p: eval_timeqa(p, questions), TIMEQA_VARIANTS
+        )
 
     def situated(split: str, key: str) -> None:
         docs, undated, dated, stats = load_situatedqa(args.data, split, args.situatedqa_rows)
@@ -1257,9 +1290,36 @@ def main(argv: list[str] | None = None) -> None:
             },
             "ingest": build(store, docs),
         }  # fmt: skip
-        payload[key]["runs"] = run_systems(store, lambda p: eval_needles(p, placed))
+        payload[key]["runs"] = run_systems(
+            store, lambda p: eval_needles(p, placed), NEEDLE_VARIANTS
+        )
+
+    def scifact() -> None:
+        from benchmarks.metrics import evaluate as ir_evaluate
+        from benchmarks.metrics import ranking_to_run
+        from benchmarks.scifact_data import load
+
+        docs, queries, qrels = load(args.data)
+        store = folder("scifact")
+        if args.scifact_store is not None and not (store / "pensive.sqlite").exists():
+            shutil.copytree(args.scifact_store, store)  # built by benchmarks.scifact: no embedding
+        payload["scifact"] = {"data": {"claims": len(qrels), "abstracts": len(docs)},
+                              "ingest": build(store, docs)}  # fmt: skip
+
+        def ndcg(p: Pensive) -> dict[str, Any]:
+            ranks, ms = {}, []
+            for qid in qrels:
+                res, took = timed_query(p, queries[qid], 100)
+                ms.append(took)
+                ranks[qid] = list(dict.fromkeys(h.doc_id for h in res.hits))
+            run = ranking_to_run(ranks)
+            return {"nDCG@10": round(ir_evaluate(run, qrels, ("nDCG@10",))["nDCG@10"], 4),
+                    **percentiles(ms)}  # fmt: skip
+
+        payload["scifact"]["runs"] = run_systems(store, ndcg)
 
     steps: dict[str, Callable[[], None]] = {
+        "scifact": scifact,
         "timeqa": timeqa,
         "situatedqa": lambda: situated("dev", "situatedqa"),
         "locomo": locomo,
