@@ -120,8 +120,19 @@ def query(
     for i, hit in enumerate(res.hits, start=1):
         snippet = make_snippet(hit.text, text, width)
         sources = " ".join(f"{name}#{rank}" for name, rank in hit.sources.items())
+        if hit.superseded_by is not None:  # kept, demoted: say so beside the stale text
+            when = f" on {hit.valid_to.date()}" if hit.valid_to is not None else ""
+            snippet = f"(superseded{when} by {hit.superseded_by.split('#')[0]}) {snippet}"
         table.add_row(str(i), f"{hit.score:.4f}", res.tier, hit.doc_id, sources, snippet)
     console.print(table)
+    scope = res.time_scope
+    if scope is not None:
+        span = " to ".join(str(t.date()) for t in (scope.start, scope.end) if t is not None)
+        console.print(
+            f"time asked about: {scope.kind}{' ' + span if span else ''}"
+            f" ({scope.supported} of {len(res.hits)} hits fit it)",
+            highlight=False,
+        )
     agg = res.aggregation
     if agg is not None:
         named = " + ".join(agg.entities + agg.terms)

@@ -115,3 +115,22 @@ def test_an_aggregation_question_prints_its_count(tmp_path):
     assert "count: 2 passages in 2 documents name caroline + lisbon" in out.stdout
     out = run("stats", "-s", str(store), cwd=tmp_path)
     assert "entity graph: " in out.stdout and " in 3 passages" in out.stdout
+
+
+def test_a_superseded_hit_and_the_time_asked_about_are_shown(tmp_path):
+    from datetime import datetime
+
+    store = tmp_path / "store"
+    with Pensive(store, config=HASH_CONFIG) as p:
+        p.ingest(
+            [
+                Document("r19", "The CEO of Acme is John Smith.", timestamp=datetime(2019, 4, 1)),
+                Document(
+                    "r22", "Maria Lopez was appointed CEO of Acme.", timestamp=datetime(2022, 6, 15)
+                ),
+            ]
+        )
+    out = run("query", "Who is the current CEO of Acme?", "-s", str(store), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "(superseded on 2022-06-15 by r22)" in out.stdout
+    assert "time asked about: latest (1 of 2 hits fit it)" in out.stdout

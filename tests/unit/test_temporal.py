@@ -351,3 +351,29 @@ def test_inside_one_passage_statements_keep_their_order():
 def test_a_sentence_after_a_closing_bracket_is_still_a_sentence():
     found = RULES.extract("No, I had not.) Ingrid Halvorsen no longer works at Soylent Foods.")
     assert [s.value for s in found] == [""]
+
+
+def test_the_readme_example(tmp_path):
+    with Pensive(tmp_path, config=HASH_CONFIG) as p:
+        p.ingest(
+            [
+                Document("r19", "The CEO of Acme is John Smith.", timestamp=datetime(2019, 4, 1)),
+                Document(
+                    "r22", "Maria Lopez was appointed CEO of Acme.", timestamp=datetime(2022, 6, 15)
+                ),
+                Document("fix", "Correction: Acme's Q3 revenue was $4.8M, not $4.2M."),
+            ]
+        )
+        assert p.query("Who is the CEO of Acme?").hits[0].doc_id == "r22"
+        old = p.query("Who is the CEO of Acme?", k=3).hits[1]
+        assert old.doc_id == "r19"
+        assert (old.valid_from, old.valid_to) == (
+            datetime(2019, 4, 1, tzinfo=U),
+            datetime(2022, 6, 15, tzinfo=U),
+        )
+        assert old.superseded_by.startswith("r22#")
+        assert p.query("Who was the CEO of Acme in 2020?").hits[0].doc_id == "r19"
+        assert p.query("Who was the CEO of Acme?", as_of=datetime(2020, 1, 1)).hits[0].doc_id == "r19"
+        res = p.query("How has the CEO of Acme changed?")
+        assert res.time_scope.kind == "change"
+        assert {"r19", "r22"} <= {h.doc_id for h in res.hits}
