@@ -46,6 +46,7 @@ from .graph import (
 from .loaders import iter_files, load_file
 from .router import RouterStats, confidence, exact_needles, fts_all, fts_any, missing_needles
 from .sparse.bm25 import BM25Index
+from .temporal import SCHEMA_VERSION as TEMPORAL_VERSION
 from .temporal import (
     RuleStatementExtractor,
     TemporalKnobs,
@@ -57,7 +58,6 @@ from .temporal import (
     slot_key,
     supported,
 )
-from .temporal import SCHEMA_VERSION as TEMPORAL_VERSION
 from .timeutil import ensure_utc, from_iso, to_iso, utcnow
 from .tokenize import Tokenizer
 from .types import Aggregation, Chunk, Document, Hit, IngestReport, QueryResult, TimeScope
@@ -467,9 +467,13 @@ class Pensive:
     def _before_change(self) -> None:
         """Before content changes: know which passages are superseded now, so the commit can
         tell which ones it superseded (or freed) and drop the cached answers holding them."""
-        if self._temporal is not None and self._l1 is not None and self._tsig is None:
-            if self._l1.stats().get("entries"):
-                self._tsig = self._temporal.load().signature()
+        if (
+            self._temporal is not None
+            and self._l1 is not None
+            and self._tsig is None
+            and self._l1.stats().get("entries")
+        ):
+            self._tsig = self._temporal.load().signature()
 
     def _commit(self) -> None:
         # The archive rows are written first with indexed=0, then the indexes are persisted,

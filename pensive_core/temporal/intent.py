@@ -83,8 +83,10 @@ def parse_intent(text: str, reference: datetime | None = None) -> TimeIntent | N
         m = found[-1]
         before = text[: m.span[0]]
         relative = any(d.relative for d in found)
-        if m.granularity == "range" or len(found) >= 2 and re.search(
-            r"\b(?:between|from)\b", text[: found[0].span[0]][-12:], re.IGNORECASE
+        if (
+            m.granularity == "range"
+            or len(found) >= 2
+            and re.search(r"\b(?:between|from)\b", text[: found[0].span[0]][-12:], re.IGNORECASE)
         ):
             start = min(d.start for d in found) if m.granularity != "range" else m.start
             return TimeIntent("change" if change else "during", start, m.end, relative)

@@ -116,6 +116,7 @@ _FILLER_LEAD = re.compile(
     re.IGNORECASE,
 )
 
+
 # -- sentence shapes -----------------------------------------------------------------------
 def _alternation(words: str) -> str:
     """A regex alternation, longest phrase first (so "was appointed" wins over "was")."""
@@ -244,9 +245,7 @@ _PRONOUN_SUBJ = frozenset(
     neither some many most few""".split()
 )
 _PERSONAL = frozenset({"i", "he", "she", "they", "we", "you", "my", "me"})
-_SENTENCES = re.compile(
-    r"(?:(?<=[.!?])|(?<=[.!?][)\"'”’\]]))\s+(?=[\"'“(\[]?[A-Z0-9$])|\n+|;\s+"
-)
+_SENTENCES = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][)\"'”’\]]))\s+(?=[\"'“(\[]?[A-Z0-9$])|\n+|;\s+")
 # a line break ends a sentence after end punctuation or a short line (a record: "Status: red");
 # hard-wrapped prose is joined back first
 _WRAPPED = re.compile(r"(?<=[^\s.!?:;\"')\]])[ \t]*\n[ \t]*(?=[^\s\-*•#])")
@@ -266,7 +265,9 @@ _TAIL_WORDS = re.compile(
 
 def _clip(val: str) -> str:
     """The value alone: up to a comma or clause, without a date or adverb after it."""
-    val = re.split(r"\s*(?:,\s|;|\()\s*|\s+(?:and|but|because|since|after|when|with|where|which|who)\s+", val)[0]
+    val = re.split(
+        r"\s*(?:,\s|;|\()\s*|\s+(?:and|but|because|since|after|when|with|where|which|who)\s+", val
+    )[0]
     for _ in range(3):
         found = find_dates(val, _REF)
         if found and found[-1].span[1] >= len(val.rstrip(" .!")) - 1 and found[-1].span[0] > 0:
@@ -351,10 +352,13 @@ class RuleStatementExtractor:
             sentence = raw
             m = _SPEAKER.match(sentence)
             name = m.group("name").casefold() if m else ""
-            if m and name not in _ATTRIBUTE_WORDS and not _CORRECTION_LEAD.match(name + ":"):
-                # "Caroline: I moved to Lisbon" -- a turn: "I" is the speaker
-                if len(m.group("rest").split()) > 4 or " " not in m.group("name"):
-                    speaker, sentence = m.group("name"), m.group("rest")
+            if (
+                m
+                and name not in _ATTRIBUTE_WORDS
+                and not _CORRECTION_LEAD.match(name + ":")
+                and (len(m.group("rest").split()) > 4 or " " not in m.group("name"))
+            ):  # "Caroline: I moved to Lisbon" -- a turn: "I" is the speaker
+                speaker, sentence = m.group("name"), m.group("rest")
             st = self._sentence(sentence, reference, speaker, last_subject)
             if st is None and ": " in sentence and not _CORRECTION_LEAD.match(sentence):
                 # a headline before the clause: "Leadership change at Acme: Jane Doe is ..."
@@ -416,8 +420,11 @@ class RuleStatementExtractor:
             return subj.strip()
 
         m = _QA.match(s)
-        if m and speaker is None and len(m.group("a").split()) <= 8 and not (
-            {w.casefold().strip(".,!'") for w in m.group("a").split()} & _PERSONAL
+        if (
+            m
+            and speaker is None
+            and len(m.group("a").split()) <= 8
+            and not ({w.casefold().strip(".,!'") for w in m.group("a").split()} & _PERSONAL)
         ):  # a question and its answer (in a chat, the next line is rarely the answer)
             return made("q " + slot_key(m.group("q")), norm_value(_NOT_TAIL.sub("", m.group("a"))))
         m = _NO_LONGER.match(s)
@@ -438,7 +445,9 @@ class RuleStatementExtractor:
                 return st, subj
         m = _LEFT.match(s)
         if m and (subj := who(m.group("subj"))) and _rest_has_name(" x " + m.group("val")):
-            return Statement(slot_key(subj, "employer"), "", correction, True, valid_from, sentence), subj
+            return Statement(
+                slot_key(subj, "employer"), "", correction, True, valid_from, sentence
+            ), subj
         m = _REPLACED.match(s)
         if m and _rest_has_name("x " + m.group("org")):
             slot = slot_key(m.group("role"), "of", m.group("org"))
@@ -498,7 +507,11 @@ class RuleStatementExtractor:
         if m:
             subj, val = m.group("subj").strip(), m.group("val")
             words = {w.casefold() for w in subj.split()}
-            if (2 <= len(subj.split()) <= 4 or words & _ATTRIBUTE_WORDS) and _short_value(val):
-                if not words & _PERSONAL and not {w.casefold() for w in val.split()} & _PERSONAL:
-                    return made(slot_key(subj), norm_value(_NOT_TAIL.sub("", val)), None)
+            if (
+                (2 <= len(subj.split()) <= 4 or words & _ATTRIBUTE_WORDS)
+                and _short_value(val)
+                and not words & _PERSONAL
+                and not {w.casefold() for w in val.split()} & _PERSONAL
+            ):
+                return made(slot_key(subj), norm_value(_NOT_TAIL.sub("", val)), None)
         return None

@@ -192,10 +192,7 @@ CEO = [
         "Press release. Maria Lopez was appointed CEO of Acme Corp, replacing John Smith.",
         timestamp=datetime(2022, 6, 15, tzinfo=U),
     ),
-    *[
-        Document(f"noise{i}", f"Acme Corp opened office number {i} in city {i}.")
-        for i in range(6)
-    ],
+    *[Document(f"noise{i}", f"Acme Corp opened office number {i} in city {i}.") for i in range(6)],
 ]
 
 
@@ -238,7 +235,9 @@ def test_as_of_in_another_time_zone_is_the_same_instant(tmp_path):
         p.ingest(CEO)
         # 2022-06-15 01:00 in UTC+2 is 2022-06-14 23:00 UTC: before the change
         plus2 = timezone(timedelta(hours=2))
-        res = p.query("Who is the CEO of Acme Corp?", k=3, as_of=datetime(2022, 6, 15, 1, tzinfo=plus2))
+        res = p.query(
+            "Who is the CEO of Acme Corp?", k=3, as_of=datetime(2022, 6, 15, 1, tzinfo=plus2)
+        )
         assert ids(res)[0] == "ceo-2019"
         assert res.time_scope.end == datetime(2022, 6, 14, 23, tzinfo=U)
         naive = p.query("Who is the CEO of Acme Corp?", k=3, as_of=datetime(2022, 6, 16))
@@ -279,7 +278,10 @@ def test_relative_dates_in_a_chat_resolve_against_its_date(tmp_path):
         view = p._temporal_view()
         turn = p.query("support group", k=2).hits
         spans = view.dates_of(next(h for h in turn if h.doc_id == "turn").chunk_id)
-        assert (datetime(2023, 5, 7, tzinfo=U).timestamp(), datetime(2023, 5, 8, tzinfo=U).timestamp()) in spans
+        assert (
+            datetime(2023, 5, 7, tzinfo=U).timestamp(),
+            datetime(2023, 5, 8, tzinfo=U).timestamp(),
+        ) in spans
         res = p.query("Did Caroline go to the support group on 7 May 2023?", k=2)
         assert ids(res)[0] == "turn" and res.time_scope.supported == 1
 
@@ -373,7 +375,9 @@ def test_the_readme_example(tmp_path):
         )
         assert old.superseded_by.startswith("r22#")
         assert p.query("Who was the CEO of Acme in 2020?").hits[0].doc_id == "r19"
-        assert p.query("Who was the CEO of Acme?", as_of=datetime(2020, 1, 1)).hits[0].doc_id == "r19"
+        assert (
+            p.query("Who was the CEO of Acme?", as_of=datetime(2020, 1, 1)).hits[0].doc_id == "r19"
+        )
         res = p.query("How has the CEO of Acme changed?")
         assert res.time_scope.kind == "change"
         assert {"r19", "r22"} <= {h.doc_id for h in res.hits}
