@@ -821,8 +821,14 @@ class Pensive:
             (f.method, f.k, f.depth, tuple(sorted(f.weights.items()))),
             (b.method, b.k1, b.b, b.stemmer, b.stopwords),
             (r.l3_exact, r.l3_below),
-            tuple(self.config.temporal.model_dump().values()) if self._temporal else (),
+            self._temporal_settings(),
         )
+
+    def _temporal_settings(self) -> tuple[Any, ...]:
+        if self._temporal is None:
+            return ()
+        t = self.config.temporal  # attribute reads: a model_dump costs an L1 hit its budget
+        return (t.demote, t.surface, t.interval_gain, t.when_gain, t.slot_gain, t.question_dates)
 
     def _deps(
         self,
