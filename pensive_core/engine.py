@@ -1408,6 +1408,49 @@ class Pensive:
             raise NotFoundError(f"no document with id {doc_id!r} in {self.path}")
         return doc
 
+    def history(self, hit: Hit | str) -> list[Hit]:
+        """How the facts a passage states changed: every statement of its slots, oldest first.
+
+        Args:
+            hit: A hit from :meth:`query`, or a passage id.
+
+        Returns:
+            The passages stating a value of the same slots (the passage itself among them),
+            ordered by when each became true, with ``valid_from``, ``valid_to`` and
+            ``superseded_by`` set; empty when the passage states nothing temporal resolution
+            tracks.
+
+        Raises:
+            PensiveError: If temporal resolution is off for this store.
+        """
+        self._check_open()
+        if self._temporal is None:
+            raise PensiveError("temporal resolution is off: open the store with temporal.enabled")
+        cid = hit.chunk_id if isinstance(hit, Hit) else str(hit)
+        with self._lock:
+            self._refresh()
+            view = self._temporal_view()
+            info = view.chunks.get(cid)
+            if info is None or not info.statements:
+                return []
+            members = sorted(
+                {j for i in info.statements for j in view.chains[view.rows[i].chain]},
+                key=lambda j: (view.rows[j].t if view.rows[j].t is not None else float("inf"), j),
+            )
+            ids = list(dict.fromkeys(view.rows[j].chunk for j in members))
+            rows = self._archive.chunks(ids)
+            out = []
+            for n, c in enumerate(ids, start=1):
+                row = rows.get(c)
+                if row is None:
+                    continue
+                vf, vt, by = view.validity(c)
+                out.append(
+                    Hit(row.doc_id, c, row.text, 0.0, row.metadata, row.timestamp,
+                        {"temporal": n}, vf, vt, by)  # fmt: skip
+                )
+            return out
+
     def expand(self, hit: Hit, window: int | None = 1) -> str:
         """Expand a hit outward from its passage, using the archived document.
 

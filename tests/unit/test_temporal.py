@@ -5,7 +5,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from pensive_core import Document, Pensive
+from pensive_core import Document, Pensive, PensiveError
 from pensive_core.fusion import Fused
 from pensive_core.temporal import (
     RuleStatementExtractor,
@@ -374,6 +374,7 @@ def test_the_readme_example(tmp_path):
             datetime(2022, 6, 15, tzinfo=U),
         )
         assert old.superseded_by.startswith("r22#")
+        assert [h.doc_id for h in p.history(old)] == ["r19", "r22"]
         assert p.query("Who was the CEO of Acme in 2020?").hits[0].doc_id == "r19"
         assert (
             p.query("Who was the CEO of Acme?", as_of=datetime(2020, 1, 1)).hits[0].doc_id == "r19"
@@ -381,3 +382,27 @@ def test_the_readme_example(tmp_path):
         res = p.query("How has the CEO of Acme changed?")
         assert res.time_scope.kind == "change"
         assert {"r19", "r22"} <= {h.doc_id for h in res.hits}
+
+
+def test_history_gives_a_drifting_value_oldest_first(tmp_path):
+    counts = [412, 398, 377, 350]
+    docs = [
+        Document(
+            f"r{i}",
+            f"Weekly report. Project Falcon's open bug count is {n}.",
+            timestamp=datetime(2024, 1, 1 + 7 * i, tzinfo=U),
+        )
+        for i, n in enumerate(counts)
+    ]
+    with Pensive(tmp_path, config=HASH_CONFIG) as p:
+        p.ingest(docs + [Document("x", "Project Osprey's open bug count is 12.")])
+        top = p.query("How many open bugs does Project Falcon have?", k=3).hits[0]
+        assert top.doc_id == "r3" and top.superseded_by is None
+        past = p.history(top)
+        assert [h.doc_id for h in past] == ["r0", "r1", "r2", "r3"]
+        assert [h.superseded_by.split("#")[0] for h in past[:3]] == ["r1", "r2", "r3"]
+        assert past[0].valid_to == past[1].valid_from
+        assert p.history("no-such-passage") == []
+    with Pensive(tmp_path, config={"temporal": {"enabled": False}}) as p:
+        with pytest.raises(PensiveError, match="temporal resolution is off"):
+            p.history(top)
