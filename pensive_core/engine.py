@@ -1446,8 +1446,18 @@ class Pensive:
                     continue
                 vf, vt, by = view.validity(c)
                 out.append(
-                    Hit(row.doc_id, c, row.text, 0.0, row.metadata, row.timestamp,
-                        {"temporal": n}, vf, vt, by)  # fmt: skip
+                    Hit(
+                        row.doc_id,
+                        c,
+                        row.text,
+                        0.0,
+                        row.metadata,
+                        row.timestamp,
+                        sources={"temporal": n},
+                        valid_from=vf,
+                        valid_to=vt,
+                        superseded_by=by,
+                    )
                 )
             return out
 
