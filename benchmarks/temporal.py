@@ -76,9 +76,8 @@ SYSTEMS: dict[str, dict[str, Any]] = {
 }
 #: What each setting is worth, beside the default (run on the parts whose tuning they are).
 TIMEQA_VARIANTS: dict[str, dict[str, Any]] = {
-    "temporal, interval_gain 0": {"temporal": {"interval_gain": 0.0}},
     "temporal, interval_gain 0.5": {"temporal": {"interval_gain": 0.5}},
-    "temporal, interval_gain 2.0": {"temporal": {"interval_gain": 2.0}},
+    "temporal, interval_gain 1.0": {"temporal": {"interval_gain": 1.0}},
 }
 NEEDLE_VARIANTS: dict[str, dict[str, Any]] = {
     "temporal, slot_gain 0": {"temporal": {"slot_gain": 0.0}},

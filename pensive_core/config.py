@@ -284,7 +284,7 @@ class TemporalConfig(_Section):
     enabled: bool = True
     demote: float = Field(0.5, ge=0.0, le=1.0)  # score factor of a superseded passage
     surface: bool = True  # a superseded passage brings the passage that superseded it
-    interval_gain: float = Field(1.0, ge=0.0)  # dates overlapping the question's time
+    interval_gain: float = Field(2.0, ge=0.0)  # dates overlapping the question's time
     when_gain: float = Field(0.0, ge=0.0)  # any date, for "when did ...?" questions
     slot_gain: float = Field(2.0, ge=0.0)  # a statement filling the slot the question names
     question_dates: bool = True  # "as of 2015" / "in 1990" in the question act like as_of

@@ -26,7 +26,7 @@ class TemporalKnobs:
 
     demote: float = 0.5
     surface: bool = True
-    interval_gain: float = 1.0
+    interval_gain: float = 2.0
     when_gain: float = 0.0
     slot_gain: float = 2.0
 

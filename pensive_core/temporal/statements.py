@@ -136,9 +136,11 @@ _APPOINT = _alternation(
     "was elected|was made|has been named|has been appointed|has been elected|took over as|"
     "serves as|served as|is serving as|was promoted to|has been promoted to|is named|is appointed"
 )
+# a question and its answer: "who is the CEO of Acme? Jane Doe.", or a search-style question
+# of three words or more ("record for most assists in a nba game? 30.")
 _QA = re.compile(
-    r"^(?P<q>(?:who|what|when|where|which|how many|how much|how long|how old|whom)\b[^?]{3,200})"
-    r"\?\s+(?P<a>[^?]{1,120})$",
+    r"^(?P<q>(?:(?:who|what|when|where|which|how many|how much|how long|how old|whom)\b[^?]{3,200}|"
+    r"[^?\s]+(?:\s+[^?\s]+){2,40}))\?\s+(?P<a>[^?]{1,120})$",
     re.IGNORECASE,
 )
 # "Jane Doe is the new CEO of Acme" -> slot "CEO of Acme", value "Jane Doe"
@@ -398,7 +400,7 @@ class RuleStatementExtractor:
         correction = correction or bool(_CORRECTION_INLINE.search(s))
         s = re.sub(r"\bactually\s+|\bnow\s+(?=[a-z])", "", s, flags=re.IGNORECASE).strip()
         change = correction or bool(_CHANGE.search(sentence))
-        if not s or s.split()[0].casefold().strip(",") in _CLAUSE_LEAD:
+        if not s or (s.split()[0].casefold().strip(",") in _CLAUSE_LEAD and not _QA.match(s)):
             return None  # a clause ("If Microsoft was the Empire, ...") states no slot
         if s[:1].islower() and not _QA.match(s):
             s = s[0].upper() + s[1:]

@@ -406,3 +406,17 @@ def test_history_gives_a_drifting_value_oldest_first(tmp_path):
     off = {"temporal": {"enabled": False}}
     with Pensive(tmp_path, config=off) as p, pytest.raises(PensiveError, match="is off"):
         p.history(top)
+
+
+def test_a_question_word_does_not_make_a_question_and_answer_a_clause():
+    # "when"/"how" open subordinate clauses (no statement) but also questions (a Q&A pair)
+    a = one("when was the last time norway was in the world cup? 1998.")
+    b = one("when was the last time norway was in the world cup? 1994.")
+    assert a.slot == b.slot and a.slot.startswith("q ")
+    assert one("how old is dot from eastenders in real life? 94.").value == "94"
+
+
+def test_a_search_style_question_and_its_answer():
+    a = one("record for most assists in a nba game? 30.")
+    assert a.slot.startswith("q ") and a.value == "30"
+    assert RULES.extract("Was it worth it? Absolutely, I think so.") == []
