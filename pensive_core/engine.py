@@ -1051,7 +1051,7 @@ class Pensive:
         knobs = TemporalKnobs(c.demote, c.surface, c.interval_gain, c.when_gain, c.slot_gain)
         at = None if cutoff is None else cutoff.timestamp() + 1e-6  # as_of is inclusive
         depth = self.config.fusion.depth
-        words = frozenset(slot_key(text).split()) if c.slot_gain else frozenset()
+        words = frozenset(slot_key(text).split())
         res = resolve(self._temporal_view(), fused[:depth], intent, at, knobs, words)
         timings["temporal_ms"] = _ms(t)
         return res.fused + fused[depth:]

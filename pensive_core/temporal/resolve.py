@@ -151,7 +151,10 @@ def resolve(
             # a statement that does not hold at the time asked about, where another statement
             # of its slot does; when none of the slot's statements holds then (the question's
             # date names the slot, "Q3 2024 revenue", rather than a time), it is judged by now
-            instead = [_holding(view, i, lo, hi) for i in info.statements]
+            # the statements about what the question asks (its slot words): another statement
+            # in the passage (a side remark) must not shield a stale answer from demotion
+            asked = [i for i in info.statements if words and view.slot_match(i, words) > 0]
+            instead = [_holding(view, i, lo, hi) for i in asked or info.statements]
             if instead and all(h is not None and h not in info.statements for h in instead):
                 factor[f.id] *= knobs.demote
                 demoted += 1

@@ -143,6 +143,9 @@ _QA = re.compile(
     r"[^?\s]+(?:\s+[^?\s]+){2,40}))\?\s+(?P<a>[^?]{1,120})$",
     re.IGNORECASE,
 )
+_QA_WH = re.compile(
+    r"^(?:who|what|when|where|which|how many|how much|how long|how old|whom)\b", re.I
+)
 # "Jane Doe is the new CEO of Acme" -> slot "CEO of Acme", value "Jane Doe"
 _ROLE_FIRST = re.compile(
     rf"^(?P<val>[A-Z][\w'’.\-]*(?:\s+[A-Z][\w'’.\-]*){{0,4}})\s+(?:is\s+)?(?:now\s+)?{_APPOINT}\s+"
@@ -350,7 +353,7 @@ class RuleStatementExtractor:
         out: list[Statement] = []
         speaker: str | None = None
         last_subject: str | None = None
-        for raw in _split(text):
+        for n, raw in enumerate(_split(text)):
             sentence = raw
             m = _SPEAKER.match(sentence)
             name = m.group("name").casefold() if m else ""
@@ -361,10 +364,11 @@ class RuleStatementExtractor:
                 and (len(m.group("rest").split()) > 4 or " " not in m.group("name"))
             ):  # "Caroline: I moved to Lisbon" -- a turn: "I" is the speaker
                 speaker, sentence = m.group("name"), m.group("rest")
-            st = self._sentence(sentence, reference, speaker, last_subject)
+            st = self._sentence(sentence, reference, speaker, last_subject, n == 0)
             if st is None and ": " in sentence and not _CORRECTION_LEAD.match(sentence):
                 # a headline before the clause: "Leadership change at Acme: Jane Doe is ..."
-                st = self._sentence(sentence.split(": ", 1)[1], reference, speaker, last_subject)
+                rest = sentence.split(": ", 1)[1]
+                st = self._sentence(rest, reference, speaker, last_subject, n == 0)
             if st is not None:
                 out.append(st[0])
                 last_subject = st[1] or last_subject
@@ -376,6 +380,7 @@ class RuleStatementExtractor:
         reference: datetime | None,
         speaker: str | None,
         last_subject: str | None,
+        first: bool = True,  # the sentence opens its passage
     ) -> tuple[Statement, str | None] | None:
         s = sentence.strip().rstrip(".!")
         if len(s) < 6 or len(s) > 300:
@@ -422,6 +427,8 @@ class RuleStatementExtractor:
             return subj.strip()
 
         m = _QA.match(s)
+        if m and not first and not _QA_WH.match(s):
+            m = None  # a search-style question only opens a passage: in prose it is rhetoric
         if (
             m
             and speaker is None

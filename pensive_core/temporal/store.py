@@ -26,7 +26,7 @@ from .statements import StatementExtractor
 
 __all__ = ["SCHEMA_VERSION", "TemporalStore", "TemporalView"]
 
-SCHEMA_VERSION = 3  # bumped when extraction changes: stores re-read their passages
+SCHEMA_VERSION = 4  # bumped when extraction changes: stores re-read their passages
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS temporal_statements (

@@ -420,3 +420,22 @@ def test_a_search_style_question_and_its_answer():
     a = one("record for most assists in a nba game? 30.")
     assert a.slot.startswith("q ") and a.value == "30"
     assert RULES.extract("Was it worth it? Absolutely, I think so.") == []
+
+
+def test_a_side_remark_does_not_shield_a_stale_answer():
+    # the stale passage also states something else that still holds: the question is about
+    # the team's size, so that statement alone decides
+    v = _view(
+        ("old", "engin osprey team", "7", False, False, 100.0),
+        ("old", "q work", "think", False, False, 100.0),
+        ("new", "engin osprey team", "22", False, False, 200.0),
+    )
+    fused = [Fused("old", 1.0, {"dense": 1}), Fused("new", 0.9, {"dense": 2})]
+    words = frozenset("engin osprey team".split())
+    out = resolve(v, fused, None, None, TemporalKnobs(), words)
+    assert [f.id for f in out.fused] == ["new", "old"]
+
+
+def test_a_rhetorical_question_inside_prose_is_no_statement():
+    text = "It is subtle. How does it work? Think about what it means to be biased."
+    assert RULES.extract(text) == []
