@@ -714,13 +714,13 @@ def _heldout_corrections(
     return out
 
 
-def make_heldout_cases(per_category: int = 12, seed: int = 1007) -> list[NeedleCase]:
-    """Drift and correction needles in the held-out phrasings (see :data:`_HELDOUT_DRIFT`)."""
-    rng = random.Random(seed)
-    n = per_category
-    cases: list[NeedleCase] = []
+def _drift_cases(
+    rng: random.Random, n: int, templates: Sequence[tuple[Any, ...]]
+) -> list[NeedleCase]:
+    """``n`` drifting series, one subject each, cycling through ``templates``."""
+    cases = []
     for i, s in enumerate(rng.sample(_DRIFT_SUBJECTS, n)):
-        needle, q, first, step, direction = _HELDOUT_DRIFT[i % len(_HELDOUT_DRIFT)]
+        needle, q, first, step, direction = templates[i % len(templates)]
         values = _series(rng, rng.randint(5, 8), first, step, direction)
         d = DEPTHS[i % len(DEPTHS)]
         cases.append(
@@ -728,6 +728,15 @@ def make_heldout_cases(per_category: int = 12, seed: int = 1007) -> list[NeedleC
                        needles=tuple(needle.format(s=s, v=v) for v in values),
                        depths=_spread(d, len(values), 0.5), depth=d)
         )  # fmt: skip
+    return cases
+
+
+def make_heldout_cases(per_category: int = 12, seed: int = 1007) -> list[NeedleCase]:
+    """Drift and correction needles in the held-out phrasings (see :data:`_HELDOUT_DRIFT`)."""
+    rng = random.Random(seed)
+    n = per_category
+    cases: list[NeedleCase] = []
+    cases += _drift_cases(rng, n, _HELDOUT_DRIFT)
     fixes = _heldout_corrections(
         rng, n, rng.sample(_CORRECTED_COMPANIES, n), rng.sample(_PEOPLE, n)
     )
@@ -760,15 +769,7 @@ def make_cases(per_category: int = 12, seed: int = 7) -> list[NeedleCase]:
         d = DEPTHS[i % len(DEPTHS)]
         cases.append(NeedleCase("identifiers", s, q.format(s=s), v,
                                 needles=(needle.format(s=s, v=v),), depths=(d,), depth=d))  # fmt: skip
-    for i, s in enumerate(rng.sample(_DRIFT_SUBJECTS, n)):
-        needle, q, first, step, direction = _DRIFT[i % len(_DRIFT)]
-        values = _series(rng, rng.randint(5, 8), first, step, direction)
-        d = DEPTHS[i % len(DEPTHS)]
-        cases.append(
-            NeedleCase("gradual drift", s, q.format(s=s), values[-1], stale=tuple(values[:-1]),
-                       needles=tuple(needle.format(s=s, v=v) for v in values),
-                       depths=_spread(d, len(values), 0.5), depth=d)
-        )  # fmt: skip
+    cases += _drift_cases(rng, n, _DRIFT)
     companies = rng.sample(_CORRECTED_COMPANIES, n)
     people = rng.sample(_PEOPLE, n)
     for i in range(n):
