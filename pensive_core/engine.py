@@ -983,13 +983,12 @@ class Pensive:
         """Passages whose supersession this commit changed (compared with before it)."""
         before = self._tsig
         self._tview = None
-        view = self._temporal_view()  # loads this commit's view and its signature
+        self._temporal_view()  # loads this commit's view and sets its signature
         after = self._tsig or {}
         if before is None:
             # nothing was cached when the change began (or the view was never loaded): every
             # passage that is superseded now counts as changed
             return [c for c, sig in after.items() if any(x is not None for x in sig)]
-        del view
         return [c for c in set(before) | set(after) if before.get(c) != after.get(c)]
 
     def _temporal_view(self) -> TemporalView:
@@ -1014,22 +1013,20 @@ class Pensive:
         return intent
 
     def _read_intent(self, text: str) -> TimeIntent | None:
-        if self._temporal is None or not self.config.temporal.question_dates:
-            intent = None
-            if self._temporal is not None:  # still tell "now" and "how did it change"
-                intent = parse_intent(text, None)
-                if intent is not None and intent.start is None and intent.end is None:
-                    return intent
+        if self._temporal is None:
             return None
-        return parse_intent(text, utcnow())
+        if self.config.temporal.question_dates:
+            return parse_intent(text, utcnow())
+        # dates in the question ignored: still tell "now" and "how did it change"
+        intent = parse_intent(text, None)
+        return intent if intent is not None and intent.start is intent.end is None else None
 
     def _time_scope(
         self, intent: TimeIntent | None, cutoff: datetime | None, hits: Sequence[Hit]
     ) -> TimeScope | None:
         if self._temporal is None or (intent is None and cutoff is None):
             return None
-        at = None if cutoff is None else cutoff.timestamp() + 1e-6
-        n = supported(self._temporal_view(), [h.chunk_id for h in hits], intent, at)
+        n = supported(self._temporal_view(), [h.chunk_id for h in hits], intent, _at(cutoff))
         if cutoff is not None:
             return TimeScope("as_of", None, cutoff, "as_of", n)
         assert intent is not None
@@ -1049,10 +1046,9 @@ class Pensive:
         t = time.perf_counter()
         c = self.config.temporal
         knobs = TemporalKnobs(c.demote, c.surface, c.interval_gain, c.when_gain, c.slot_gain)
-        at = None if cutoff is None else cutoff.timestamp() + 1e-6  # as_of is inclusive
         depth = self.config.fusion.depth
         words = frozenset(slot_key(text).split())
-        res = resolve(self._temporal_view(), fused[:depth], intent, at, knobs, words)
+        res = resolve(self._temporal_view(), fused[:depth], intent, _at(cutoff), knobs, words)
         timings["temporal_ms"] = _ms(t)
         return res.fused + fused[depth:]
 
@@ -1719,6 +1715,11 @@ class Pensive:
 
     def __repr__(self) -> str:
         return f"Pensive({str(self.path)!r})"
+
+
+def _at(cutoff: datetime | None) -> float | None:
+    """``as_of`` as the resolver's exclusive bound (POSIX seconds): as_of itself is included."""
+    return None if cutoff is None else cutoff.timestamp() + 1e-6
 
 
 def _min_gap(scores: list[float]) -> float:

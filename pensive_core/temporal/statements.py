@@ -500,10 +500,10 @@ class RuleStatementExtractor:
         m = _GENERIC.match(s)
         if m:
             subj, val = m.group("subj").strip(), _clip(_NOT_TAIL.sub("", m.group("val")).strip())
-            first = subj.split()[0].casefold()
+            lead = subj.split()[0].casefold()
             if (
-                first not in _PRONOUN_SUBJ
-                and first not in _PERSONAL
+                lead not in _PRONOUN_SUBJ
+                and lead not in _PERSONAL
                 and len(subj.split()) <= 10
                 and _rest_has_name(subj)
                 and _short_value(val)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from ..archive import write_transaction
-from ..timeutil import to_iso
+from ..timeutil import ensure_utc, to_iso
 from .dates import find_dates
 from .statements import StatementExtractor
 
@@ -58,10 +58,6 @@ _FUZZY_POSTINGS = 400  # a word in more slot keys than this is not used to find 
 
 def _ts(value: datetime | None) -> float | None:
     return None if value is None else value.timestamp()
-
-
-def _dt(value: float | None) -> datetime | None:
-    return None if value is None else datetime.fromtimestamp(value, tz=timezone.utc)
 
 
 @dataclass
@@ -201,12 +197,12 @@ class TemporalView:
             return None, None, None
         rows = [self.rows[i] for i in info.statements]
         starts = [r.t for r in rows if r.t is not None]
-        vf = _dt(min(starts)) if starts else None
+        vf = ensure_utc(min(starts)) if starts else None
         if any(r.superseded_by is None for r in rows):
             return vf, None, None
         last = max(rows, key=lambda r: r.valid_to if r.valid_to is not None else float("inf"))
         assert last.superseded_by is not None
-        return vf, _dt(last.valid_to), self.rows[last.superseded_by].chunk
+        return vf, ensure_utc(last.valid_to), self.rows[last.superseded_by].chunk
 
     def signature(self) -> dict[str, tuple[str | None, ...]]:
         """Per passage, what supersedes its statements: compared across commits to find the
