@@ -1,0 +1,1209 @@
+"""A model-free context generator: title, section, dates, principal entities and referents.
+
+For each passage it writes a short line of facts the passage itself lacks, from its document:
+
+* the **title** (``metadata["title"]``, else the first markdown heading, else the file name);
+* the **heading path** of the section the passage starts in ("Results > Revenue");
+* the **date** (the document's timestamp, else the dates its text mentions most);
+* the **principal entities** (the names the document mentions most);
+* the **referents** of pronouns the passage opens with ("She finally told him" ->
+  ``She: Anna Berg. Him: Tomas Lind.``), resolved from the text just before it.
+
+For example ``"Ferry story. 8 May 2023. About: Oslo. She: Anna Berg. Him: Tomas Lind."``.
+Anything the passage already says is left out, so that every word added is one a question could
+use and the passage could not match on its own. Nothing here loads a model: a document costs a
+date scan and one pass of the rule-based entity extractor, whatever its number of passages.
+
+Pronoun resolution is deliberately timid: a pronoun is resolved only when it comes before any name
+in the passage's first sentence, and only to a name whose kind (person, organisation, place) the
+text shows; an unresolved pronoun costs nothing, a wrong referent misleads the index.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import sys
+from bisect import bisect_left, bisect_right
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any
+
+from ..chunking import split_sentences
+from ..errors import ConfigError
+from ..graph.extract import Mention, RuleExtractor, merge_aliases, normalize_entity
+from ..temporal.dates import DateMention, find_dates
+from ..types import Chunk, Document
+from .base import ContextRequest
+
+__all__ = ["HeuristicContextGenerator", "is_records", "leading_referents"]
+
+_VERSION = "heuristic-v1"
+
+# --- names: which are people, which organisations or places -------------------------------------
+
+_ORG_WORDS = frozenset(
+    """inc inc. corp corp. corporation ltd ltd. llc plc co co. company companies university
+    institute institution bank group council committee department ministry agency association
+    party church school college hospital museum foundation society club union commission board
+    court office authority bureau federation league organisation organization airlines airways
+    press times news team fund trust laboratory laboratories labs centre center academy
+    service services government administration parliament senate congress army navy police""".split()
+)
+_PLACE_WORDS = frozenset(
+    """river lake mountain mountains mount street road avenue lane square park island islands
+    city county province state states kingdom republic bay sea ocean valley desert forest
+    north south east west northern southern eastern western new san santa los las saint st fort
+    port cape gulf strait district region territory""".split()
+)
+# head nouns of named things that are neither organisations nor places ("World War II",
+# "Oak Leaves", "National Historic Landmark"): capitalised runs that are not anyone's name
+_THING_WORDS = frozenset(
+    """war wars battle award awards prize medal cross order cup championship championships games
+    olympics series show festival conference summit act law treaty agreement accord declaration
+    constitution house hall building tower bridge station airport palace castle cathedral
+    temple stadium arena theatre theater hotel library seminary landmark monument memorial
+    day week age era period empire dynasty revolution movement project programme program plan
+    system model index test scale syndrome disease virus protein gene theory effect principle
+    method album song film movie novel book magazine journal report edition class leaves
+    force forces guard corps division regiment brigade fleet ship line railway highway route
+    trail express network channel radio television records studios pictures entertainment
+    productions world national international royal federal central global annual general
+    grand great old holy historic""".split()
+)
+# after these a name is a place ("in Porto", "near Oslo"); "from"/"to" only after a verb of motion
+_PLACE_PREPS = frozenset(
+    "in at near into inside outside across throughout toward towards via around".split()
+)
+_MOTION = frozenset(
+    """moved went go goes going travelled traveled travel flew fly drove drive sailed sail
+    returned return came come comes arrived emigrated immigrated relocated back way trip
+    journey route road flight train moving headed""".split()
+)
+# single capitalised words that open sentences or name calendar units, not entities
+_NOT_NAMES = frozenset(
+    """monday tuesday wednesday thursday friday saturday sunday january february march april
+    may june july august september october november december i""".split()
+)
+# statistical abbreviations: frequent in abstracts, never what a question is about
+_STAT_ABBREVIATIONS = frozenset("ci or hr rr sd se sem iqr auc roc ns vs aor ors hrs rrs".split())
+# verbs that make a one-word subject a company ("Acme reported"), not a person
+_ORG_VERBS = frozenset(
+    """reported announced posted acquired launched released shipped listed raised filed
+    recalled manufactures manufactured produces produced sells sold employs employed""".split()
+)
+_HONORIFIC_RE = re.compile(
+    r"\b(Mr|Mrs|Ms|Miss|Mx|Dr|Prof|Sir|Lady|Lord|Dame|Rev|Capt|Col|Gen|Sgt)\.?\s+$"
+)
+_MALE_HONORIFICS = frozenset({"mr", "sir", "lord"})
+_FEMALE_HONORIFICS = frozenset({"mrs", "ms", "miss", "lady", "dame"})
+# lowercase words that may come before a sentence's subject ("Then the young Anna ...")
+_BEFORE_SUBJECT = frozenset(
+    """the a an then later now soon yesterday today finally eventually meanwhile also young
+    old former late little""".split()
+)
+# capitalised sentence openers the extractor may take for a one-word name
+_OPENERS = frozenset(
+    """upon overall later meanwhile instead finally perhaps indeed moreover furthermore
+    therefore hence unfortunately fortunately surprisingly interestingly importantly notably
+    specifically additionally similarly likewise nevertheless nonetheless consequently
+    accordingly afterwards eventually suddenly recently currently previously initially
+    originally ultimately generally typically usually often sometimes together next last soon
+    yesterday tomorrow tonight everyone everybody someone somebody nobody nothing something
+    anyone please thanks sure maybe""".split()
+)
+# a sentence opening with these starts with a clause whose names are not the subject
+_SUBORDINATORS = frozenset(
+    """after when while although though before since if because as once until unless despite
+    following during whereas""".split()
+)
+# words that open a line of dialogue before a name ("Hey Mel", "Thanks, Caroline")
+_INTERJECTIONS = frozenset(
+    """hey hi hello dear thanks thank oh wow yes yeah yep ok okay congrats congratulations
+    sorry please bye goodbye good great nice well aww haha lol omg""".split()
+)
+# "Mel. Relaxing", "Deng Xi. Professor Li": the extractor keeps a short word's full stop as an
+# abbreviation's; only an initial or one of these is one inside a name ("J. Smith", "St. Ives")
+_SENTENCE_IN_NAME_RE = re.compile(r"\b([A-Z][a-z]+)\.\s")
+_NAME_ABBREVIATIONS = frozenset(
+    "mr mrs ms dr prof st mt ft jr sr gen col capt lt sgt rev hon co inc ltd corp bros".split()
+)
+# a word of a person's name: "Anna", "O'Brien", "Jean-Luc", an initial "J.", a particle "van"
+_NAME_WORD_RE = re.compile(
+    r"[A-Z][a-z]+(?:['’-][A-Z]?[a-z]+)*|[A-Z]\.|(?:van|von|de|del|da|der|du|la|le|di)"
+)
+
+# --- pronouns ---------------------------------------------------------------------------------------
+
+_PRONOUN_RE = re.compile(r"\b(he|she|him|his|her|they|them|their|it|its|this|these)\b", re.I)
+# the same on lowercased text: a cheap test of whether a passage could open with a pronoun
+_PRONOUN_LOW_RE = re.compile(r"\b(?:he|she|him|his|her|they|them|their|it|its|this|these)\b")
+_LEAD = 400  # a first sentence longer than this opens with no pronoun worth resolving
+_FEMALE = frozenset({"she", "her"})
+_MALE = frozenset({"he", "him", "his"})
+_PLURAL = frozenset({"they", "them", "their"})
+_THING = frozenset({"it", "its", "this", "these"})
+# "this"/"these" are pronouns only before a verb ("This led to ..."); before a noun they are
+# determiners ("This study ..."), whose referent is the noun
+_VERB_AFTER_THIS = frozenset(
+    """is was are were has had have will would can could may might must should did does do
+    led leads made makes meant means caused causes allowed allows became becomes remains
+    remained""".split()
+)
+# "it is clear that", "it rained": "it" refers to nothing
+_EXPLETIVE_AFTER_IT = frozenset(
+    """is was 's were be been seems seemed seem appears appeared appear remains remained
+    rains rained snowed snows happens happened turns turned takes took matters mattered
+    follows followed""".split()
+)
+
+# anchored at word starts: unanchored, the engine rescans every word from each of its letters
+_DIGIT_TOKEN_RE = re.compile(r"(?<![\w-])[\w-]*\d[\w-]*")
+_BLOCK = 2000  # characters per call of the extractor (see _blocks)
+# a full stop after a lowercase word or a long one: not "Dr." or "J." inside a name
+_SAFE_STOP_RE = re.compile(r"(?:\b[a-z]\w*|\w{4,})[.!?]\s")
+_ATX_RE = re.compile(r" {0,3}(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
+_SETEXT_RE = re.compile(r" {0,3}(=+|-+)[ \t]*$")
+_FENCE_RE = re.compile(r" {0,3}(```|~~~)")
+_BLOCK_START_RE = re.compile(r" {0,3}(?:[-*+>|]|\d+[.)])(?:\s|$)")
+_MARKUP_RE = re.compile(r"\[([^\]]*)\]\([^)]*\)|[*_`]+")
+
+
+def _clean(text: str) -> str:
+    """Heading or title text without markdown emphasis and link targets, spaces collapsed."""
+    return " ".join(_MARKUP_RE.sub(lambda m: m.group(1) or "", text).split()).strip(" :-")
+
+
+# --- document structure ------------------------------------------------------------------------
+
+
+def _headings(text: str) -> list[tuple[int, int, int, str]]:
+    """The markdown headings of a text: ``(start, end, level, text)``, in order.
+
+    ATX headings (``## Results``) and setext headings (a line underlined with ``===`` or
+    ``---``) outside fenced code. A setext heading must be a single line after a blank line (or
+    the start), so a paragraph followed by a ``---`` rule is not taken for one.
+    """
+    if "#" not in text and "==" not in text and "--" not in text:
+        return []  # the common case for plain prose: no line can be a heading
+    out: list[tuple[int, int, int, str]] = []
+    lines = text.split("\n")
+    starts = [0] * len(lines)
+    pos = 0
+    for i, line in enumerate(lines):
+        starts[i] = pos
+        pos += len(line) + 1
+    first = 0
+    if lines and lines[0].strip() == "---":  # YAML front matter is not a setext heading
+        for j in range(1, len(lines)):
+            if lines[j].strip() in ("---", "..."):
+                first = j + 1
+                break
+    fenced = False
+    for i in range(first, len(lines)):
+        line = lines[i]
+        if _FENCE_RE.match(line):
+            fenced = not fenced
+            continue
+        if fenced or not line.strip():
+            continue
+        atx = _ATX_RE.match(line)
+        if atx:
+            title = _clean(atx.group(2))
+            if title:
+                out.append((starts[i], starts[i] + len(line), len(atx.group(1)), title))
+            continue
+        if (
+            i + 1 < len(lines)
+            and (i == first or not lines[i - 1].strip())
+            and len(line) <= 120
+            and not _BLOCK_START_RE.match(line)
+        ):
+            under = _SETEXT_RE.match(lines[i + 1])
+            if under and len(under.group(1)) >= 2:
+                title = _clean(line)
+                if title:
+                    level = 1 if under.group(1)[0] == "=" else 2
+                    out.append((starts[i], starts[i] + len(line), level, title))
+    return out
+
+
+def _heading_paths(
+    headings: Sequence[tuple[int, int, int, str]],
+) -> tuple[list[int], list[tuple[str, ...]]]:
+    """For each heading, its start and the path of headings in effect from there on."""
+    positions: list[int] = []
+    paths: list[tuple[str, ...]] = []
+    stack: list[tuple[int, str]] = []
+    for start, _end, level, title in headings:
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        stack.append((level, title))
+        positions.append(start)
+        paths.append(tuple(t for _, t in stack))
+    return positions, paths
+
+
+def _title(document: Document, headings: Sequence[tuple[int, int, int, str]]) -> str:
+    meta = document.metadata.get("title")
+    if isinstance(meta, str) and meta.strip():
+        return " ".join(meta.split())
+    if headings:
+        top = next((h for h in headings if h[2] == 1), None)
+        # a lower-level heading is the title only when nothing precedes it
+        if top is None and not document.text[: headings[0][0]].strip():
+            top = headings[0]
+        if top is not None:
+            return top[3]
+    for field in ("source", "path"):
+        value = document.metadata.get(field)
+        if isinstance(value, str) and value.strip():
+            stem = PurePosixPath(value.strip().replace("\\", "/").rstrip("/")).stem
+            words = " ".join(re.sub(r"[_\-]+", " ", stem).split())
+            if any(c.isalpha() for c in words):  # "4983.txt" names nothing
+                return words
+    return ""
+
+
+# --- names --------------------------------------------------------------------------------------
+
+_EXTRACTOR = RuleExtractor(kinds=("name",))
+
+
+def _names(text: str, dates: Sequence[DateMention] | None = None) -> list[Mention]:
+    """The name mentions of a text, found by :class:`RuleExtractor` on names alone.
+
+    Dates and tokens with digits are blanked first (same length, so offsets hold): that is
+    what the full extractor's masking does for names, at a fraction of the cost of its
+    quantity and identifier patterns ("May" in "8 May 2023" and "BRCA" in "BRCA1" are not names).
+    """
+    masked = _DIGIT_TOKEN_RE.sub(lambda m: " " * len(m.group()), text)
+    if dates is None:
+        dates = find_dates(text)
+    if dates:
+        chars = list(masked)
+        for d in dates:
+            s, e = d.span
+            chars[s:e] = " " * (e - s)
+        masked = "".join(chars)
+    out = []
+    for lo, hi in _blocks(masked):
+        for m in _EXTRACTOR.extract(masked[lo:hi]):
+            for t in _trim(m):
+                out.append(Mention(t.key, t.text, t.kind, t.start + lo, t.end + lo) if lo else t)
+    return out
+
+
+def _blocks(text: str) -> list[tuple[int, int]]:
+    """Spans of about :data:`_BLOCK` characters that no name crosses, cut at line ends (a name
+    stays on one line) or, in a very long line, after a sentence's full stop.
+
+    The extractor settles overlapping mentions pairwise, which grows with the square of their
+    number; a long book in one call would take minutes.
+    """
+    spans = []
+    lo = 0
+    n = len(text)
+    while n - lo > _BLOCK:
+        cut = text.rfind("\n", lo + _BLOCK // 2, lo + _BLOCK)
+        if cut < 0:
+            m = _SAFE_STOP_RE.search(text, lo + _BLOCK // 2, lo + 2 * _BLOCK)
+            cut = m.end() - 1 if m else text.find(" ", lo + _BLOCK)
+            if cut < 0:
+                break
+        spans.append((lo, cut + 1))
+        lo = cut + 1
+    spans.append((lo, n))
+    return spans
+
+
+def _trim(m: Mention) -> list[Mention]:
+    """A name without what the extractor's capitalisation rule takes along in chat and
+    dialogue: a greeting before it ("Hey Mel"), the next sentence after a short word's full stop
+    ("Deng Xi. Professor Li" is two names), or no name at all ("I'm", "I've")."""
+    pieces = [(m.start, m.text)]
+    if ". " in m.text:
+        pieces, begin = [], 0
+        for cut in _SENTENCE_IN_NAME_RE.finditer(m.text):
+            if cut.group(1).casefold() not in _NAME_ABBREVIATIONS:
+                pieces.append((m.start + begin, m.text[begin : cut.end(1)]))
+                begin = cut.end()
+        pieces.append((m.start + begin, m.text[begin:]))
+    out = []
+    for start, text in pieces:
+        if text[:2] in ("I'", "I’"):
+            continue
+        first, _, rest = text.partition(" ")
+        while rest and first.casefold() in _INTERJECTIONS:
+            start += len(text) - len(rest)
+            text = rest
+            first, _, rest = text.partition(" ")
+        if first.casefold() in _INTERJECTIONS:
+            continue
+        if text == m.text:
+            out.append(m)
+        elif key := normalize_entity(text):
+            out.append(Mention(key, text, m.kind, start, start + len(text)))
+    return out
+
+
+_LABEL_BEFORE_RE = re.compile(r"(?:^|[.!?:\n\]])[\s\[(]*(?:[A-Z]{2,}[\s,&/]+)*$")
+_LABEL_AFTER_RE = re.compile(r"(?:[\s,&/]*[A-Z]{2,}\b)*[\s,:&/]*[A-Z][a-z]")
+
+
+def _is_label(text: str, m: Mention) -> bool:
+    """Whether a name is (or starts with) a section label in capitals opening a sentence:
+    "METHODS The ...", "CONTEXT Sexual dysfunction ...", "DESIGN, SETTING, AND PATIENTS A ..."
+    (an acronym opening a sentence is followed by lowercase words: "HIV infection ...")."""
+    first = m.text.split(None, 1)[0]
+    if not (len(first) >= 3 and first.isupper() and first.isalpha()):
+        return False
+    if not _LABEL_BEFORE_RE.search(text, max(0, m.start - 80), m.start):
+        return False
+    return _LABEL_AFTER_RE.match(text, m.start + len(first)) is not None
+
+
+def _at_sentence_start(text: str, pos: int) -> bool:
+    """Whether only sentence punctuation, quotes or a capitalised function word precede ``pos``
+    on its sentence (so its capital letter says nothing)."""
+    i = pos - 1
+    while i >= 0 and text[i] in " \t\"'“‘([*_#>-":
+        i -= 1
+    return i < 0 or text[i] in ".!?:\n"
+
+
+def _previous_word(text: str, pos: int) -> str:
+    m = re.search(r"([^\W\d_]+)[^\w\n]*$", text[max(0, pos - 40) : pos])
+    return m.group(1).casefold() if m else ""
+
+
+def _word_before_previous(text: str, pos: int) -> str:
+    m = re.search(r"([^\W\d_]+)\s+[^\W\d_]+[^\w\n]*$", text[max(0, pos - 60) : pos])
+    return m.group(1).casefold() if m else ""
+
+
+@dataclass
+class _Name:
+    """What the text shows about one named entity (all its mentions, aliases included)."""
+
+    key: str
+    display: str
+    first: int
+    full: bool  # display is the entity written in full
+    lexical_org: bool = False
+    lexical_place: bool = False
+    thing_word: bool = False  # has a word of _THING_WORDS
+    person_cue: bool = False  # an honorific or a speaker's label
+    name_shape: bool = False  # two to four capitalised words, as people's names are written
+    place_cue: bool = False  # after "in", "at", "near", "moved to" ...
+    org_verb: bool = False  # a one-word subject of "reported", "announced" ...
+    subject_cue: bool = False
+    mid_sentence: bool = False  # capitalised where a capital says it is a name
+    acronym: bool = False
+    gender: str = ""  # "f", "m", "" unknown, "?" conflicting
+
+    @property
+    def is_person(self) -> bool:
+        if self.lexical_org or self.lexical_place or self.thing_word or self.acronym:
+            return False
+        if self.person_cue or self.gender in ("f", "m"):
+            return True
+        if self.place_cue or self.org_verb:
+            return False
+        # a lone word as a subject ("Anna went home") is a person only if its capital is not
+        # just the sentence's ("Upon arrival", "Overall, ...")
+        return self.name_shape or (self.subject_cue and self.mid_sentence)
+
+    @property
+    def maybe_person(self) -> bool:
+        """Written like a person's name, though the text also reads it as something else."""
+        if self.lexical_org or self.lexical_place or self.thing_word or self.acronym:
+            return False
+        return self.name_shape or self.subject_cue
+
+    @property
+    def is_thing(self) -> bool:
+        """A named organisation, place or thing (a one-word name must be capitalised where a
+        capital means a name)."""
+        if self.is_person:
+            return False
+        return (
+            self.mid_sentence
+            or self.lexical_org
+            or self.lexical_place
+            or self.thing_word
+            or self.org_verb
+        )
+
+    @property
+    def is_org(self) -> bool:
+        return self.lexical_org
+
+    def note_gender(self, gender: str) -> None:
+        if not self.gender:
+            self.gender = gender
+        elif self.gender != gender:
+            self.gender = "?"
+
+
+def _subjects(
+    text: str, sentences: Sequence[tuple[int, int]], names: Sequence[Mention]
+) -> dict[int, int]:
+    """The mention that is the grammatical subject of each sentence, where a name is.
+
+    Returns:
+        ``{sentence index: mention index}``: the first name of the main clause, when at most
+        three words come before it, none of them a verb or preposition ("In 1998 Anna Berg
+        moved", not "Police arrested Anna Berg" or "The award went to Anna Berg").
+    """
+    out: dict[int, int] = {}
+    j = 0
+    for si, (s, e) in enumerate(sentences):
+        while j < len(names) and names[j].start < s:
+            j += 1
+        head = s
+        words = text[s:e].split(None, 1)
+        if words and words[0].strip(",").casefold() in _SUBORDINATORS:
+            comma = text.find(",", s, min(e, s + 120))
+            if comma < 0:
+                continue
+            head = comma + 1
+        k = j
+        while k < len(names) and names[k].start < head:
+            k += 1
+        if k >= len(names) or names[k].start >= e:
+            continue
+        before = [w.strip(",;:\"'“”‘’()") for w in text[head : names[k].start].split()]
+        if len(before) <= 3 and all(
+            not w or w[0].isupper() or w[0].isdigit() or w in _BEFORE_SUBJECT for w in before
+        ):
+            out[si] = k
+    return out
+
+
+def _profile(
+    text: str,
+    names: Sequence[Mention],
+    merged: Sequence[Mention],
+    sentences: Sequence[tuple[int, int]],
+    heading_spans: Sequence[tuple[int, int]],
+) -> tuple[dict[str, _Name], list[int], dict[int, int]]:
+    """Gather each entity's evidence; also each mention's sentence and each sentence's subject.
+
+    Returns:
+        ``(entities by key, sentence index of each mention, subject mention by sentence)``.
+    """
+    entities: dict[str, _Name] = {}
+    sentence_of: list[int] = []
+    si = 0
+    for m in merged:
+        while si + 1 < len(sentences) and sentences[si][1] <= m.start:
+            si += 1
+        sentence_of.append(si)
+    subjects = _subjects(text, sentences, names)
+    subject_mentions = set(subjects.values())
+    for idx, (raw, m) in enumerate(zip(names, merged)):
+        if _within(heading_spans, m.start):
+            continue  # a heading is a label, not a sentence about anyone
+        ent = entities.get(m.key)
+        full = raw.key == m.key  # written in full, not as an alias merged into it
+        shown = " ".join(m.text.split())
+        if ent is None:
+            ent = entities[m.key] = _Name(m.key, shown, m.start, full)
+        elif full and not ent.full:
+            ent.display, ent.full = shown, True  # show the long form ("Anna Berg", not "Berg")
+        words = m.text.split()
+        if len(words) > 1 or not _at_sentence_start(text, m.start):
+            ent.mid_sentence = True
+        low = [w.casefold().strip(".,") for w in words]
+        ent.lexical_org |= any(w in _ORG_WORDS for w in low)
+        ent.lexical_place |= any(w in _PLACE_WORDS for w in low)
+        ent.thing_word |= any(w in _THING_WORDS for w in low)
+        ent.acronym |= len(words) == 1 and m.text.isupper() and len(m.text) > 1
+        honorific = _HONORIFIC_RE.search(text[max(0, m.start - 8) : m.start])
+        if honorific:
+            ent.person_cue = True
+            title = honorific.group(1).casefold()
+            if title in _MALE_HONORIFICS:
+                ent.note_gender("m")
+            elif title in _FEMALE_HONORIFICS:
+                ent.note_gender("f")
+            if " " not in ent.display and not ent.display.startswith(honorific.group(1)):
+                ent.display = f"{honorific.group(0).strip()} {ent.display}"
+        elif low and low[0] in _FEMALE_HONORIFICS | _MALE_HONORIFICS and len(words) > 1:
+            ent.person_cue = True
+        elif 2 <= len(words) <= 4 and all(_NAME_WORD_RE.fullmatch(w) for w in words):
+            ent.name_shape = True
+        prev = _previous_word(text, m.start)
+        if prev in _PLACE_PREPS or (
+            prev in ("from", "to") and _word_before_previous(text, m.start) in _MOTION
+        ):
+            ent.place_cue = True
+        line_start = text.rfind("\n", 0, m.start) + 1
+        if text[line_start : m.start].strip() == "" and text[m.end : m.end + 1] == ":":
+            ent.person_cue = True  # a speaker's label in a transcript
+        if idx in subject_mentions and len(words) == 1 and m.key not in _OPENERS:
+            after = re.match(r"\s+([a-z][\w'’]*)", text[m.end : m.end + 30])
+            if after and after.group(1) in _ORG_VERBS:
+                ent.org_verb = True  # "Acme reported": a company, not a person
+            elif after:
+                ent.subject_cue = True
+    return entities, sentence_of, subjects
+
+
+def _gender_cues(
+    text: str,
+    sentences: Sequence[tuple[int, int]],
+    merged: Sequence[Mention],
+    subjects: dict[int, int],
+    entities: dict[str, _Name],
+) -> None:
+    """Learn a person's gender from the text itself: the sentence after one whose subject they
+    are, opening with "she" or "he", says which."""
+    for si, mi in subjects.items():
+        if si + 1 >= len(sentences):
+            continue
+        ent = entities.get(merged[mi].key)
+        if ent is None or ent.lexical_org or ent.lexical_place or ent.acronym or ent.place_cue:
+            continue
+        s, e = sentences[si + 1]
+        first = re.match(r"\W*([A-Za-z]+)", text[s:e])
+        if first:
+            word = first.group(1).casefold()
+            if word in ("she", "her"):
+                ent.note_gender("f")
+            elif word in ("he", "his"):
+                ent.note_gender("m")
+
+
+def _merge_aliases(names: Sequence[Mention]) -> list[Mention]:
+    """:func:`merge_aliases` over a whole document, asked once per distinct form.
+
+    It compares every short name with every long one; what it decides for a mention depends
+    only on its key and whether it is written in capitals, so one of each is enough (a book
+    repeats its names thousands of times).
+    """
+    forms: dict[tuple[str, bool], Mention] = {}
+    for m in names:
+        forms.setdefault((m.key, m.text.isupper() and len(m.text) >= 2), m)
+    reps = list(forms.values())
+    target = {form: m.key for form, m in zip(forms, merge_aliases(reps))}
+    return [
+        m
+        if (k := target[(m.key, m.text.isupper() and len(m.text) >= 2)]) == m.key
+        else Mention(k, m.text, m.kind, m.start, m.end)
+        for m in names
+    ]
+
+
+# --- leading pronouns -------------------------------------------------------------------------
+
+
+def _first_sentence(passage: str) -> tuple[int, int]:
+    """The span of a passage's first sentence, skipping heading lines."""
+    head = passage[:_LEAD]
+    for s, e, _ in split_sentences(head):
+        if not head[s:e].lstrip().startswith("#"):
+            return s, e
+    return 0, 0
+
+
+def _leading_pronouns(passage: str, names: Sequence[Mention]) -> list[tuple[str, int]]:
+    """The pronouns of the passage's first sentence that come before any name in it, as
+    ``(pronoun lowercased, offset)``; pronouns that refer to nothing are left out."""
+    s, e = _first_sentence(passage)
+    if s >= e:
+        return []
+    first_name = next((m.start for m in names if s <= m.start < e), e)
+    # words are counted after an opening phrase ("In 1998, she ..."; "However, they ...")
+    opening = s
+    comma = passage.find(",", s, first_name)
+    if comma >= 0 and len(passage[s:comma].split()) <= 6:
+        opening = comma + 1
+    out: list[tuple[str, int]] = []
+    for m in _PRONOUN_RE.finditer(passage, s, first_name):
+        # the passage must open with the pronoun: one after a subject of its own ("the
+        # investigators became suspicious because they ...") refers to that subject
+        position = len(passage[opening : m.start()].split())
+        if position > (3 if not out else 10):
+            break
+        word = m.group(1).casefold()
+        after = re.match(r"\s*([\w'’]+)", passage[m.end() : m.end() + 30])
+        nxt = after.group(1).casefold() if after else ""
+        if word in ("this", "these") and nxt not in _VERB_AFTER_THIS:
+            continue
+        if word == "it" and (nxt in _EXPLETIVE_AFTER_IT or passage[m.end() : m.end() + 2] == "'s"):
+            continue
+        out.append((word, m.start()))
+    return out
+
+
+def _resolve(
+    preceding: str,
+    pre_names: Sequence[Mention],
+    merged: Sequence[Mention],
+    passage: str,
+    passage_names: Sequence[Mention],
+) -> dict[str, list[_Name]]:
+    """:func:`leading_referents` on names already found (offsets within each text), each
+    pronoun's referent as the entities it names.
+
+    Args:
+        preceding: The text before the passage.
+        pre_names: Its name mentions, as found.
+        merged: The same mentions with aliases merged (within the whole document, where
+            there is one: "Downs" is not "Steve Downs" when the document also has a "Diane
+            Downs" that the window before the passage happens not to show).
+        passage: The passage.
+        passage_names: Its name mentions.
+    """
+    pronouns = _leading_pronouns(passage, passage_names)
+    if not pronouns or not pre_names:
+        return {}
+    sentences = [(s, e) for s, e, _ in split_sentences(preceding)]
+    if not sentences:
+        return {}
+    heading_spans = [(s, e) for s, e, _, _ in _headings(preceding)]
+    entities, sentence_of, subjects = _profile(
+        preceding, pre_names, merged, sentences, heading_spans
+    )
+    _gender_cues(preceding, sentences, merged, subjects, entities)
+
+    # people, most salient first: sentence by sentence from the last, its subject first
+    by_sentence: dict[int, list[int]] = {}
+    for mi, si in enumerate(sentence_of):
+        by_sentence.setdefault(si, []).append(mi)
+    # (key, sentence, is its subject, surely a person): a name that may be a person's ("went
+    # to Anna Berg" reads as a place) is kept, so that an older person is not taken past it
+    ranked: list[tuple[str, int, bool, bool]] = []
+    seen: set[str] = set()
+    for si in sorted(by_sentence, reverse=True):
+        order = by_sentence[si]
+        subj = subjects.get(si)
+        if subj is not None:
+            order = [subj] + [mi for mi in order if mi != subj]
+        for mi in order:
+            key = merged[mi].key
+            ent = entities.get(key)
+            if ent is None or key in seen or not (ent.is_person or ent.maybe_person):
+                continue
+            seen.add(key)
+            ranked.append((key, si, mi == subj, ent.is_person))
+
+    def person(gender: str, exclude: str = "") -> str:
+        """The key of the most salient person of a gender ("" when none or unsure)."""
+        for n, (key, si, is_subject, sure) in enumerate(ranked):
+            if key == exclude or entities[key].gender not in ("", gender):
+                continue
+            if not sure:
+                return ""
+            # two people in one sentence, neither its subject: which one is meant is a guess
+            rivals = [
+                k
+                for k, s2, _, _ in ranked[n + 1 :]
+                if s2 == si and k != exclude and entities[k].gender in ("", gender)
+            ]
+            return "" if rivals and not is_subject and not exclude else key
+        return ""
+
+    out: dict[str, list[_Name]] = {}
+    gendered = [w for w, _ in pronouns if w in _FEMALE | _MALE]
+    if gendered:
+        # the first gender named is the salient person; the other gender, someone else
+        first, second = (_FEMALE, _MALE) if gendered[0] in _FEMALE else (_MALE, _FEMALE)
+        g1, g2 = ("f", "m") if first is _FEMALE else ("m", "f")
+        primary = person(g1)
+        secondary = person(g2, exclude=primary) if primary else ""
+        for w in gendered:
+            key = primary if w in first else secondary
+            if key:
+                out[w] = [entities[key]]
+
+    words = {w for w, _ in pronouns}
+    if words & _PLURAL:
+        plural = _plural_referent(merged, entities, sentence_of, len(sentences) - 2)
+        for w in words & _PLURAL if plural else ():
+            out[w] = plural
+    if words & _THING:
+        thing = _thing_referent(merged, entities, sentences, subjects, sentence_of)
+        if thing is not None:
+            for w in words & _THING:
+                out[w] = [thing]
+    return out
+
+
+def _plural_referent(
+    merged: Sequence[Mention],
+    entities: dict[str, _Name],
+    sentence_of: Sequence[int],
+    recent: int,
+) -> list[_Name]:
+    """ "They": the last two people named, unless an organisation was named after them; only
+    names from the last two sentences (an older "they" is most often a plural noun's)."""
+    people: list[_Name] = []
+    org = None
+    for m, si in zip(reversed(merged), reversed(sentence_of)):
+        if si < recent:
+            break
+        ent = entities.get(m.key)
+        if ent is None:
+            continue
+        if ent.is_org and not people and org is None:
+            return [ent]
+        if ent.is_org and org is None:
+            org = ent
+        elif ent.is_person and ent not in people and len(people) < 2:
+            people.append(ent)
+    if len(people) == 2:
+        return sorted(people, key=lambda e: e.first)
+    return [org] if org is not None else []
+
+
+def _thing_referent(
+    merged: Sequence[Mention],
+    entities: dict[str, _Name],
+    sentences: Sequence[tuple[int, int]],
+    subjects: dict[int, int],
+    sentence_of: Sequence[int],
+) -> _Name | None:
+    """ "It": the subject of the sentence just before, when that is a named thing, not a person
+    (anything else "it" might mean, "the study", "the weather", is no name)."""
+    last = len(sentences) - 1
+    mi = subjects.get(last)
+    if mi is None:
+        return None
+    ent = entities.get(merged[mi].key)
+    if ent is None or not ent.is_thing or sentence_of[mi] != last:
+        return None
+    return ent
+
+
+def leading_referents(preceding: str, passage: str) -> dict[str, str]:
+    """Resolve the pronouns a passage opens with, from the text just before it.
+
+    Only pronouns in the passage's first sentence that come before any name are resolved (a
+    passage that names its subject needs no help): "she"/"he" and their forms to the most
+    salient person (the subject of the latest sentence naming one; the other person when the
+    sentence has both "she" and "him"), "they" to the last two people named (or an
+    organisation), "it"/"its"/"this"/"these" to a named organisation or place that was the
+    subject of the last sentence. Places ("in Porto"), organisations ("Acme Corp") and
+    headings are never taken for people. When in doubt, nothing is returned.
+
+    Args:
+        preceding: The text before the passage (about one passage's worth is plenty).
+        passage: The passage.
+
+    Returns:
+        ``{pronoun as written, lowercased: referent}``, e.g. ``{"she": "Anna Berg"}``;
+        empty when no leading pronoun could be resolved.
+    """
+    if not _PRONOUN_LOW_RE.search(passage[:_LEAD].lower()) or not preceding.strip():
+        return {}
+    names = _names(preceding)
+    found = _resolve(preceding, names, _merge_aliases(names), passage, _names(passage))
+    return {word: _render_referent(ents) for word, ents in found.items()}
+
+
+def _render_referent(entities: Sequence[_Name]) -> str:
+    return " and ".join(e.display for e in entities)
+
+
+# --- dates ------------------------------------------------------------------------------------
+
+
+def _render_date(d: DateMention) -> str:
+    start, end = d.start, d.end
+    if d.granularity == "day":
+        return f"{start.day} {start:%B} {start.year}"
+    if d.granularity == "month":
+        return f"{start:%B} {start.year}"
+    if d.granularity == "year":
+        return str(start.year)
+    if d.granularity == "range" and (start.month, start.day, end.month, end.day) == (1, 1, 1, 1):
+        return f"{start.year}-{end.year - 1}" if end.year - start.year > 1 else str(start.year)
+    return d.text
+
+
+# --- the generator ----------------------------------------------------------------------------
+
+
+@dataclass
+class _Facts:
+    """What a document says about all of its passages, computed once per document."""
+
+    title: str
+    heading_starts: list[int]
+    heading_paths: list[tuple[str, ...]]
+    date: str  # the timestamp, rendered
+    dates: list[tuple[str, tuple[Any, ...], list[int]]]  # (text, key, mention offsets)
+    entities: list[tuple[str, str, list[int]]]  # (display, key, mention offsets), ranked
+    names: list[Mention]  # name mentions as found, for referents
+    merged: list[Mention]  # the same, aliases merged within the document
+    starts: list[int]  # where each name starts
+
+
+def _contains(haystack_low: str, needle: str) -> bool:
+    """Whether ``needle`` occurs in the (lowercased) text as whole words."""
+    n = needle.casefold()
+    i = haystack_low.find(n)
+    while i >= 0:
+        before = haystack_low[i - 1] if i else " "
+        after = haystack_low[i + len(n)] if i + len(n) < len(haystack_low) else " "
+        if not before.isalnum() and not after.isalnum():
+            return True
+        i = haystack_low.find(n, i + 1)
+    return False
+
+
+def _within(spans: Sequence[tuple[int, int]], pos: int) -> bool:
+    """Whether ``pos`` falls in one of these sorted, disjoint spans."""
+    i = bisect_right(spans, (pos, sys.maxsize)) - 1
+    return i >= 0 and spans[i][0] <= pos < spans[i][1]
+
+
+def _in_span(offsets: Sequence[int], start: int, end: int) -> bool:
+    i = bisect_right(offsets, start - 1)
+    return i < len(offsets) and offsets[i] < end
+
+
+class HeuristicContextGenerator:
+    """Situating contexts without a model: title, section, dates, principal entities and the
+    referents of leading pronouns.
+
+    Args:
+        max_entities: How many principal entities to name ("About: ...").
+        max_dates: How many dates mentioned in the text to give when the document has no
+            timestamp.
+        referents: Whether to resolve the pronouns a passage opens with.
+        window: How many characters before a passage are read to resolve them.
+
+    Raises:
+        ConfigError: If a count is negative or the window is not positive.
+    """
+
+    def __init__(
+        self,
+        max_entities: int = 3,
+        max_dates: int = 2,
+        referents: bool = True,
+        window: int = 1500,
+    ) -> None:
+        for arg, value in (("max_entities", max_entities), ("max_dates", max_dates)):
+            if not isinstance(value, int) or value < 0:
+                raise ConfigError(
+                    f"HeuristicContextGenerator: {arg} must be an int >= 0, got {value!r}"
+                )
+        if not isinstance(window, int) or window <= 0:
+            raise ConfigError(
+                f"HeuristicContextGenerator: window must be a positive int, got {window!r}"
+            )
+        self.max_entities = max_entities
+        self.max_dates = max_dates
+        self.referents = referents
+        self.window = window
+        # the name is a cache key: every setting that changes the output must change it
+        suffix = []
+        if max_entities != 3:
+            suffix.append(f"e{max_entities}")
+        if max_dates != 2:
+            suffix.append(f"d{max_dates}")
+        if not referents:
+            suffix.append("noref")
+        if window != 1500:
+            suffix.append(f"w{window}")
+        self.name = _VERSION + (":" + ",".join(suffix) if suffix else "")
+
+    def __repr__(self) -> str:
+        return f"HeuristicContextGenerator(name={self.name!r})"
+
+    def generate(self, requests: Sequence[ContextRequest]) -> list[list[str]]:
+        """Contexts for each request's passages, in order (``""`` where there is nothing to add).
+
+        Args:
+            requests: Documents with their passages.
+
+        Returns:
+            One list per request, one context per passage.
+        """
+        out: list[list[str]] = []
+        for req in requests:
+            if not req.chunks:
+                out.append([])
+                continue
+            facts = self._facts(req.document, req.chunks)
+            out.append([self._context(req.document, facts, c) for c in req.chunks])
+        return out
+
+    def _facts(self, document: Document, chunks: Sequence[Chunk]) -> _Facts:
+        text = document.text
+        headings = _headings(text)
+        starts, paths = _heading_paths(headings)
+        title = _title(document, headings)
+        # a passage that is the whole document mentions every date and name in it: finding
+        # them (most of the cost) could add nothing
+        whole = (
+            len(chunks) == 1
+            and not text[: chunks[0].start].strip()
+            and not text[chunks[0].end :].strip()
+        )
+        # the dates also keep "May" in "8 May 2023" from being taken for a name
+        found = [] if whole else find_dates(text)
+        date = ""
+        if document.timestamp is not None:
+            ts = document.timestamp
+            date = f"{ts.day} {ts:%B} {ts.year}"
+        dates: list[tuple[str, tuple[Any, ...], list[int]]] = []
+        if not date and self.max_dates:
+            by_key: dict[tuple[Any, ...], tuple[str, list[int]]] = {}
+            for d in found:
+                key = (d.start, d.end)
+                if key not in by_key:
+                    by_key[key] = (_render_date(d), [])
+                by_key[key][1].append(d.span[0])
+            # most frequent first; a tie goes to the first mentioned (dicts keep insertion order)
+            ranked = sorted(by_key.items(), key=lambda kv: -len(kv[1][1]))
+            dates = [(rendered, key, offs) for key, (rendered, offs) in ranked]
+        wanted = self.max_entities or self.referents
+        names = _names(text, found) if wanted and not whole else []
+        merged = _merge_aliases(names)
+        entities = (
+            self._rank_entities(text, names, merged, headings, title) if self.max_entities else []
+        )
+        return _Facts(
+            title, starts, paths, date, dates, entities, names, merged, [m.start for m in names]
+        )
+
+    def _rank_entities(
+        self,
+        text: str,
+        names: Sequence[Mention],
+        merged: Sequence[Mention],
+        headings: Sequence[tuple[int, int, int, str]],
+        title: str,
+    ) -> list[tuple[str, str, list[int]]]:
+        """Entities by number of mentions (the first mentioned first among equals), each as
+        ``(as shown, key, offsets of its mentions)``; labels, headings and lone capitalised
+        words that only open sentences are left out."""
+        spans = [(s, e) for s, e, _, _ in headings]
+        title_key = normalize_entity(title) if title else ""
+        counts: Counter[str] = Counter()
+        display: dict[str, tuple[str, bool]] = {}  # (as shown, written in full)
+        offsets: dict[str, list[int]] = {}
+        mid_sentence: set[str] = set()
+        for raw, m in zip(names, merged):
+            offsets.setdefault(m.key, []).append(m.start)
+            if spans and _within(spans, m.start):
+                continue  # a heading is shown as the section, not as an entity
+            if m.key in _NOT_NAMES or m.key in _STAT_ABBREVIATIONS or len(m.key) < 2:
+                continue
+            if _is_label(text, raw):
+                continue
+            counts[m.key] += 1
+            # shown in its long form ("Anna Berg", not "Berg"), else as first written
+            if m.key not in display or (raw.key == m.key and not display[m.key][1]):
+                display[m.key] = (" ".join(raw.text.split()), raw.key == m.key)
+            if (
+                " " in m.key
+                or m.text.isupper()
+                or text.startswith(":", m.end)  # a speaker's label
+                or not _at_sentence_start(text, m.start)
+            ):
+                mid_sentence.add(m.key)
+        ranked = []
+        # Counter.most_common keeps first-seen order among equal counts
+        for key, _n in counts.most_common():
+            # a lone capitalised word seen only where every word is capitalised is no name
+            if key not in mid_sentence or key == title_key:
+                continue
+            shown = display[key][0]
+            if title and _contains(title.casefold(), shown):
+                continue
+            ranked.append((shown, key, offsets[key]))
+        return ranked
+
+    def _referents(self, document: Document, facts: _Facts, chunk: Chunk) -> dict[str, list[_Name]]:
+        """The referents of the pronouns the passage opens with, from the text before it (the
+        document's names, found once, are reused)."""
+        start, end = chunk.start, chunk.end
+        if not start or not _PRONOUN_LOW_RE.search(chunk.text[:_LEAD].lower()):
+            return {}
+        lo = max(0, start - self.window)
+        if lo:
+            space = document.text.find(" ", lo, start)
+            lo = space + 1 if space >= 0 else lo  # do not start inside a word
+
+        def shifted(mentions: Sequence[Mention], a: int, b: int) -> list[Mention]:
+            i, j = bisect_left(facts.starts, a), bisect_left(facts.starts, b)
+            return [
+                Mention(m.key, m.text, m.kind, m.start - a, m.end - a)
+                for m in mentions[i:j]
+                if m.end <= b
+            ]
+
+        return _resolve(
+            document.text[lo:start],
+            shifted(facts.names, lo, start),
+            shifted(facts.merged, lo, start),
+            chunk.text,
+            shifted(facts.names, start, end),
+        )
+
+    def _context(self, document: Document, facts: _Facts, chunk: Chunk) -> str:
+        low = chunk.text.casefold()
+        start, end = chunk.start, chunk.end
+        parts: list[str] = []
+
+        head: list[str] = []
+        if facts.title and not _contains(low, facts.title):
+            head.append(_clip(facts.title, 24))
+        i = bisect_right(facts.heading_starts, start) - 1
+        if i >= 0:
+            title_low = facts.title.casefold()
+            for part in facts.heading_paths[i]:
+                if part.casefold() != title_low and not _contains(low, part):
+                    head.append(_clip(part, 12))
+        if head:
+            parts.append(" > ".join(head))
+
+        if facts.date:
+            if not _contains(low, facts.date):
+                parts.append(facts.date)
+        else:
+            shown = [
+                text
+                for text, _key, offs in facts.dates
+                if not _in_span(offs, start, end) and not _contains(low, text)
+            ][: self.max_dates]
+            if shown:
+                parts.append(", ".join(shown))
+
+        said = self._referents(document, facts, chunk) if self.referents else {}
+        # a referent the passage names later on adds nothing
+        said = {
+            w: ents for w, ents in said.items() if not all(_contains(low, e.display) for e in ents)
+        }
+
+        if self.max_entities:
+            named = {e.key for ents in said.values() for e in ents}
+            about: list[str] = []
+            for shown_name, key, offs in facts.entities:
+                if len(about) >= self.max_entities:
+                    break
+                if key in named or _in_span(offs, start, end) or _contains(low, shown_name):
+                    continue
+                if any(_contains(p.casefold(), shown_name) for p in head):
+                    continue
+                about.append(shown_name)
+            if about:
+                parts.append("About: " + ", ".join(about))
+
+        by_referent: dict[str, list[str]] = {}
+        for word, ents in said.items():
+            by_referent.setdefault(_render_referent(ents), []).append(word)
+        for referent, words in by_referent.items():
+            parts.append(f"{'/'.join(words).capitalize()}: {referent}")
+
+        return _sentences(parts)
+
+
+def _sentences(parts: Sequence[str]) -> str:
+    """Parts as short sentences: "A. B. C." (a part that ends in "?", "!" or "…" keeps it)."""
+    out = []
+    for p in parts:
+        p = p.rstrip(". ")
+        out.append(p if p.endswith(("?", "!", "…")) else p + ".")
+    return " ".join(out)
+
+
+def _clip(text: str, max_words: int) -> str:
+    words = text.split()
+    return text if len(words) <= max_words else " ".join(words[:max_words]) + "…"
+
+
+# --- records ----------------------------------------------------------------------------------
+
+_KV_RE = re.compile(r"([^:\s][^:]{0,39}?)\s*:\s*(.*)")
+_SENTENCE_END = (".", "!", "?", "…")
+
+
+def is_records(document: Document) -> bool:
+    """Whether a document is records (rows of fields) rather than prose.
+
+    ``metadata["doc_type"]`` decides when it is ``"records"`` or ``"prose"``. Otherwise a
+    document is records when its whole text is a JSON object or array, or when it has at least
+    three non-empty lines and at least 80% of them are ``key: value`` lines with a short value
+    (60 characters at most, not a sentence), JSON objects, or rows split by tabs, ``|`` or
+    commas into a consistent number of fields. A chat transcript ("Anna: I finally told him
+    ...") is prose: its values are sentences.
+
+    Args:
+        document: The document.
+
+    Returns:
+        True for records, False for prose.
+    """
+    kind = document.metadata.get("doc_type")
+    if kind in ("records", "prose"):
+        return bool(kind == "records")
+    return _looks_like_records(document.text)
+
+
+def _looks_like_records(text: str) -> bool:
+    stripped = text.strip()
+    if stripped[:1] in ("{", "[") and stripped[-1:] in ("}", "]"):
+        try:
+            if isinstance(json.loads(stripped), (dict, list)):
+                return True
+        except ValueError:
+            pass
+    lines = [line.strip() for line in stripped.splitlines() if line.strip()][:500]
+    if len(lines) < 3:
+        return False
+    fielded = [_is_field_line(line) for line in lines]
+    best = sum(fielded)
+    for delim in ("\t", "|", ","):
+        rows = _rows(lines, delim)
+        if rows is not None:
+            best = max(best, sum(f or r for f, r in zip(fielded, rows)))
+    return best >= 0.8 * len(lines)
+
+
+def _is_field_line(line: str) -> bool:
+    """A ``key: value`` line with a short, non-sentence value, or a JSON object on one line."""
+    if line.startswith("{") and line.endswith("}"):
+        try:
+            return isinstance(json.loads(line), dict)
+        except ValueError:
+            return False
+    m = _KV_RE.fullmatch(line)
+    if not m or len(m.group(1).split()) > 4 or m.group(1).casefold() in ("http", "https"):
+        return False
+    value = m.group(2).strip()
+    # a chat turn is a sentence ("Anna: Fine, thanks."); a field's value rarely is
+    sentence = len(value.split()) >= 6 or value.endswith(_SENTENCE_END)
+    return len(value) <= 60 and not sentence
+
+
+def _rows(lines: Sequence[str], delim: str) -> list[bool] | None:
+    """Which lines are rows of the most common field count (two or more) for ``delim``."""
+    if delim == ",":
+        fields = [next(csv.reader([line]), []) for line in lines]
+    elif delim == "|":
+        fields = [line.strip("|").split("|") for line in lines]
+    else:
+        fields = [line.split(delim) for line in lines]
+    counts = Counter(len(f) for f in fields if len(f) >= 2)
+    if not counts:
+        return None
+    width = counts.most_common(1)[0][0]
+    rows = [len(f) == width for f in fields]
+    if delim in (",", "|"):
+        # prose has commas too: a row's fields are short, mostly a few words
+        cells = [c.strip() for f, r in zip(fields, rows) if r for c in f]
+        short = sum(1 for c in cells if len(c.split()) <= 4 and not c.endswith("."))
+        if short < 0.8 * len(cells):
+            return None
+    return rows
