@@ -10,7 +10,7 @@ import contextlib
 import json
 import sqlite3
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -22,7 +22,7 @@ from .types import Chunk, Document
 
 __all__ = ["Archive", "SCHEMA_VERSION", "StoredChunk", "write_transaction"]
 
-SCHEMA_VERSION = 2  # 2: full-text index over whole documents (documents_fts)
+SCHEMA_VERSION = 3  # 2: full-text index over whole documents; 3: situating contexts
 
 # indexed flag values
 PENDING, INDEXED, ARCHIVE_ONLY = 0, 1, 2
@@ -38,6 +38,7 @@ CREATE TABLE IF NOT EXISTS documents (
     ingested_at TEXT NOT NULL,
     n_chunks INTEGER NOT NULL,
     indexed INTEGER NOT NULL DEFAULT 0,  -- 1 once its passages' indexes persist; 2 archive only
+    context_gen TEXT NOT NULL DEFAULT '',  -- the context generator its passages were indexed with
     body BLOB NOT NULL
 );
 CREATE TABLE IF NOT EXISTS chunks (
@@ -47,7 +48,8 @@ CREATE TABLE IF NOT EXISTS chunks (
     start INTEGER NOT NULL,
     "end" INTEGER NOT NULL,
     hash TEXT NOT NULL,
-    text TEXT NOT NULL
+    text TEXT NOT NULL,
+    context TEXT NOT NULL DEFAULT ''  -- embedded and BM25-indexed with the text, never shown as it
 );
 CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id, ordinal);
 -- L3 search over whole documents: exact phrases and identifiers, and BM25. Contentless: the text
@@ -71,6 +73,7 @@ class StoredChunk:
     metadata: dict[str, Any]
     timestamp: datetime | None
     archive_only: bool = False
+    context: str = ""
 
 
 class Archive:
@@ -89,6 +92,9 @@ class Archive:
         version = self._schema_version()
         if version == 1:
             self._migrate_from_1()
+            version = 2
+        if version == 2:
+            self._migrate_from_2()
             version = SCHEMA_VERSION
         if version is not None and version != SCHEMA_VERSION:
             self.db.close()
@@ -112,6 +118,19 @@ class Archive:
                 "INSERT INTO documents_fts(rowid, body) VALUES (?, ?)",
                 [(rowid, zlib.decompress(body).decode("utf-8")) for rowid, body in rows],
             )
+            self.set_meta("schema_version", 2)
+
+    def _migrate_from_2(self) -> None:
+        # version 2 had no contexts: its passages were indexed bare, which '' says
+        with self.transaction():
+            if self._schema_version() != 2:
+                return
+            for table, column in (("documents", "context_gen"), ("chunks", "context")):
+                have = {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")}
+                if column not in have:  # a version-1 store migrated here was created anew
+                    self.db.execute(
+                        f"ALTER TABLE {table} ADD COLUMN {column} TEXT NOT NULL DEFAULT ''"
+                    )
             self.set_meta("schema_version", SCHEMA_VERSION)
 
     def _schema_version(self) -> int | None:
@@ -136,12 +155,14 @@ class Archive:
         )
 
     # -- documents ----------------------------------------------------------------------------
-    def fingerprint(self, doc_id: str) -> tuple[str, str, str | None, bool] | None:
-        """``(hash, metadata json, timestamp, indexed)`` of a stored document, or None."""
+    def fingerprint(self, doc_id: str) -> tuple[str, str, str | None, int, str] | None:
+        """``(hash, metadata json, timestamp, indexed flag, context generator)`` of a stored
+        document, or None."""
         row = self.db.execute(
-            "SELECT hash, metadata, timestamp, indexed FROM documents WHERE id=?", (doc_id,)
+            "SELECT hash, metadata, timestamp, indexed, context_gen FROM documents WHERE id=?",
+            (doc_id,),
         ).fetchone()
-        return None if row is None else (row[0], row[1], row[2], row[3] == INDEXED)
+        return None if row is None else (row[0], row[1], row[2], int(row[3]), row[4])
 
     def mark_indexed(self, changed: bool) -> int:
         """Record that every written document's passages are now in the persisted indexes.
@@ -182,14 +203,22 @@ class Archive:
         ]
 
     def write(
-        self, docs: Sequence[tuple[Document, str, list[Chunk]]], archive_only: bool = False
+        self,
+        docs: Sequence[tuple[Document, str, list[Chunk]]],
+        archive_only: bool = False,
+        contexts: Mapping[str, str] | None = None,
+        context_gen: Mapping[str, str] | None = None,
     ) -> None:
         """Store documents (replacing same ids) and their passages, in one transaction.
 
         Args:
             docs: ``(document, content hash, passages)``.
             archive_only: Mark them as held by the archive alone (not in the L2 indexes).
+            contexts: Each passage's situating context, by passage id (absent: none).
+            context_gen: The context generator's name, by document id (absent: none).
         """
+        contexts = contexts or {}
+        context_gen = context_gen or {}
         now = to_iso(utcnow())
         flag = ARCHIVE_ONLY if archive_only else PENDING
         with self.transaction():
@@ -198,7 +227,7 @@ class Archive:
                 self.db.execute("DELETE FROM chunks WHERE doc_id=?", (doc.id,))
                 cur = self.db.execute(
                     "INSERT OR REPLACE INTO documents(id, hash, metadata, timestamp, ingested_at, "
-                    "n_chunks, indexed, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    "n_chunks, indexed, context_gen, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         doc.id,
                         doc_hash,
@@ -207,6 +236,7 @@ class Archive:
                         now,
                         len(chunks),
                         flag,
+                        context_gen.get(doc.id, ""),
                         zlib.compress(doc.text.encode("utf-8"), 6),
                     ),
                 )
@@ -215,9 +245,21 @@ class Archive:
                     (cur.lastrowid, doc.text),
                 )
                 self.db.executemany(
-                    'INSERT OR REPLACE INTO chunks(id, doc_id, ordinal, start, "end", hash, text) '
-                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [(c.id, c.doc_id, c.ordinal, c.start, c.end, c.hash, c.text) for c in chunks],
+                    'INSERT OR REPLACE INTO chunks(id, doc_id, ordinal, start, "end", hash, text, '
+                    "context) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (
+                            c.id,
+                            c.doc_id,
+                            c.ordinal,
+                            c.start,
+                            c.end,
+                            c.hash,
+                            c.text,
+                            contexts.get(c.id, ""),
+                        )
+                        for c in chunks
+                    ],
                 )
 
     def delete(self, doc_id: str) -> list[str]:
@@ -253,6 +295,10 @@ class Archive:
         ).fetchall()
         return [(r[0], float(r[1])) for r in rows]
 
+    def contexts(self, doc_id: str) -> dict[str, str]:
+        """The situating context each passage of a document was indexed with, by passage id."""
+        return dict(self.db.execute("SELECT id, context FROM chunks WHERE doc_id=?", (doc_id,)))
+
     def doc_chunks(self, doc_id: str) -> list[tuple[str, int, str]]:
         """``(passage id, ordinal, text)`` of a document's passages, in order."""
         return list(
@@ -282,17 +328,18 @@ class Archive:
         for i in range(0, len(ids), 500):
             part = ids[i : i + 500]
             q = (
-                "SELECT c.id, c.doc_id, c.ordinal, c.text, d.metadata, d.timestamp, d.indexed "
+                "SELECT c.id, c.doc_id, c.ordinal, c.text, d.metadata, d.timestamp, d.indexed, "
+                "c.context "
                 "FROM chunks c JOIN documents d ON d.id = c.doc_id "
                 f"WHERE c.id IN ({','.join('?' * len(part))})"
             )
             parsed: dict[str, tuple[dict[str, Any], datetime | None]] = {}
-            for cid, did, ordinal, text, meta, ts, flag in self.db.execute(q, part):
+            for cid, did, ordinal, text, meta, ts, flag, context in self.db.execute(q, part):
                 if did not in parsed:  # passages of one document share its metadata: parse once
                     parsed[did] = (json.loads(meta), from_iso(ts))
                 doc_meta, doc_ts = parsed[did]
                 out[cid] = StoredChunk(
-                    cid, did, ordinal, text, dict(doc_meta), doc_ts, flag == ARCHIVE_ONLY
+                    cid, did, ordinal, text, dict(doc_meta), doc_ts, flag == ARCHIVE_ONLY, context
                 )
         return out
 

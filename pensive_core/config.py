@@ -25,6 +25,7 @@ __all__ = [
     "FaissConfig",
     "EmbedderConfig",
     "ChunkingConfig",
+    "ContextConfig",
     "BM25Config",
     "FusionConfig",
     "RouterConfig",
@@ -127,10 +128,32 @@ class EmbedderConfig(_Section):
 
 
 class ChunkingConfig(_Section):
-    """Sentence-aware chunking; sizes are in the embedder's own tokens (word pieces)."""
+    """How documents are cut into passages; sizes are in the embedder's own tokens (word
+    pieces). ``cdc`` (content-defined) picks cut points from the content of the sentences
+    around them, so editing one paragraph changes about one passage; ``greedy`` packs sentences
+    up to the window. Passages are exact slices of the document, cut at sentence ends."""
 
-    target_tokens: int = Field(0, ge=0)  # 0: the embedder's window
+    method: Literal["cdc", "greedy"] = "cdc"
+    max_tokens: int = Field(0, ge=0)  # 0: the embedder's window less reserve_tokens
+    target_tokens: int = Field(0, ge=0)  # the mean size aimed at (cdc); 0: half of max_tokens
     min_tokens: int = Field(32, ge=0)
+    # window tokens no passage takes, so its situating context always fits beside it
+    reserve_tokens: int = Field(16, ge=0, le=256)
+    overlap_sentences: int = Field(0, ge=0, le=8)  # sentences repeated from the previous passage
+
+
+class ContextConfig(_Section):
+    """Contextual embedding: each passage is embedded and BM25-indexed with a short context
+    that situates it in its document (``Hit.text`` stays the raw passage; the context is in
+    ``Hit.metadata["context"]``). ``generator`` serves prose; ``records`` serves documents
+    that are rows of fields (JSON, CSV, ``key: value`` lines), told apart by
+    ``metadata["doc_type"]`` or, without it, by their shape."""
+
+    generator: Literal["auto", "none", "heuristic", "llm"] = "auto"
+    records: Literal["same", "auto", "none", "heuristic", "llm"] = "same"  # same: as prose
+    max_tokens: int = Field(64, ge=0, le=512)  # most context tokens embedded with a passage
+    concurrency: int = Field(4, ge=1, le=64)  # LLM calls in flight
+    document_chars: int = Field(24_000, ge=1_000)  # longer documents reach the LLM as a summary
 
 
 class BM25Config(_Section):
@@ -302,6 +325,7 @@ class PensiveConfig(_Section):
     router: RouterConfig = RouterConfig()
     graph: GraphConfig = GraphConfig()
     temporal: TemporalConfig = TemporalConfig()
+    context: ContextConfig = ContextConfig()
 
 
 # Keys a built store depends on: opening a store with a different value would be silent garbage.
@@ -310,8 +334,12 @@ STRUCTURAL_KEYS = (
     "backend.namespace",
     "embedder.name",
     "embedder.dim",
+    "chunking.method",
+    "chunking.max_tokens",
     "chunking.target_tokens",
     "chunking.min_tokens",
+    "chunking.reserve_tokens",
+    "chunking.overlap_sentences",
     "bm25.stemmer",
     "bm25.stopwords",
 )

@@ -22,6 +22,7 @@ from .backends.registry import create_backend
 from .cache import Deps, EntryView, L1Cache, QueryKey, chunk_hashes, make_key
 from .chunking import chunk_text, content_hash
 from .config import STRUCTURAL_KEYS, PensiveConfig, get_key, load_config
+from .context.base import ContextGenerator, ContextRequest, join_context
 from .embedders.base import Embedder
 from .embedders.registry import create_embedder
 from .errors import BackendError, ConfigError, InputError, NotFoundError, PensiveError
@@ -92,6 +93,11 @@ class Pensive:
         read_only: Open an existing store to read while another process writes to it. A
             read-only store sees each commit of the writer at its next query; ingest and delete
             raise. One writer and any number of readers may have a store open at once.
+        llm: An LLM for situating contexts (``[context] generator = "auto"`` or ``"llm"``):
+            any LlamaIndex LLM, LangChain chat model or LLM, or a callable ``str -> str``. Its
+            contexts are cached in the store, so ingesting again costs no calls.
+        context_generator: Your own :class:`~pensive_core.context.ContextGenerator`; it takes
+            the place of the ``auto`` and ``llm`` generators.
 
     Raises:
         ConfigError: On an unknown key or a value that contradicts how the store was built.
@@ -108,7 +114,13 @@ class Pensive:
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], config: Any = None, *, read_only: bool = False
+        self,
+        path: str | os.PathLike[str],
+        config: Any = None,
+        *,
+        read_only: bool = False,
+        llm: Any = None,
+        context_generator: ContextGenerator | None = None,
     ) -> None:
         self.path = Path(path).expanduser()
         self.read_only = bool(read_only)
@@ -197,6 +209,7 @@ class Pensive:
                 if self._l1.commit != self._commit_no and not self.read_only:
                     # written before changes made with the cache off: nothing in it can be trusted
                     self._l1.invalidate_all(self._commit_no)
+            self._contexts = self._open_contexts(llm, context_generator)
             self._closed = False
             if not self.read_only:
                 self._recover()
@@ -336,6 +349,10 @@ class Pensive:
             "embedded": 0,
             "reused": 0,
             "deleted": 0,
+            "contexts": 0,
+            "contexts_cached": 0,
+            "contexts_fallback": 0,
+            "llm_calls": 0,
         }
         with self._lock:
             self._before_change()
@@ -368,6 +385,10 @@ class Pensive:
             chunks_reused=counts["reused"],
             chunks_deleted=counts["deleted"],
             seconds=time.perf_counter() - t0,
+            contexts=counts["contexts"],
+            contexts_cached=counts["contexts_cached"],
+            contexts_fallback=counts["contexts_fallback"],
+            llm_calls=counts["llm_calls"],
         )
 
     def _ingest_batch(
@@ -375,38 +396,59 @@ class Pensive:
     ) -> None:
         embedder = self._get_embedder()
         backend = self._open_backend(embedder.dim)
-        window = self.config.chunking.target_tokens or embedder.max_tokens
-        window = min(window, embedder.max_tokens)
+        ccfg = self.config.chunking
+        window = max(1, embedder.max_tokens - ccfg.reserve_tokens)
+        window = min(ccfg.max_tokens or window, window)
         ns = self.config.backend.namespace
         plans: list[tuple[Document, str, list[Chunk]]] = []
         to_embed: list[Chunk] = []
         to_delete: list[str] = []
         meta_of: dict[str, dict[str, Any]] = {}  # what the backend stores beside each vector
         restamp: list[str] = []  # kept passages whose document's metadata changed
+        # (document, hash, passages, its context generator, its stored fingerprint)
+        todo: list[tuple[Document, str, list[Chunk], ContextGenerator | None, Any]] = []
         for doc in docs:
             doc_hash = content_hash(doc.text)
             old = self._archive.fingerprint(doc.id)
             want = ARCHIVE_ONLY if archive_only else INDEXED
-            if old == (doc_hash, metadata_json(doc.metadata), to_iso(doc.timestamp), want):
+            gen = None if archive_only else self._context_for(doc)
+            gen_name = gen.name if gen is not None else ""
+            meta = metadata_json(doc.metadata)
+            if old == (doc_hash, meta, to_iso(doc.timestamp), want, gen_name):
                 counts["unchanged"] += 1
                 continue
-            # an interrupted ingest leaves indexed=0: then nothing stored can be trusted as
-            # already embedded, and every passage is indexed again (upserts replace)
-            trusted = bool(old and old[3] == INDEXED)
             chunks = chunk_text(
                 doc.id,
                 doc.text,
                 max_tokens=window,
                 count_tokens=embedder.count_tokens,
-                min_tokens=self.config.chunking.min_tokens,
+                min_tokens=ccfg.min_tokens,
+                target_tokens=ccfg.target_tokens,
+                method=ccfg.method,
+                overlap=ccfg.overlap_sentences,
             )
+            todo.append((doc, doc_hash, chunks, gen, old))
+        contexts, gen_of = self._make_contexts(
+            [(d, h, c, g) for d, h, c, g, _ in todo], embedder, counts
+        )
+        for doc, doc_hash, chunks, _, old in todo:
+            # an interrupted ingest leaves indexed=0: then nothing stored can be trusted as
+            # already embedded, and every passage is indexed again (upserts replace)
+            trusted = bool(old and old[3] == INDEXED)
             old_ids = set(self._archive.chunk_ids(doc.id)) if old else set()
+            old_ctx = self._archive.contexts(doc.id) if trusted else {}
             new_ids = set() if archive_only else {c.id for c in chunks}
             bmeta = backend_metadata(doc.metadata, doc.id)
             new_meta = old is not None and old[1] != metadata_json(doc.metadata)
             for c in [] if archive_only else chunks:
                 meta_of[c.id] = bmeta
-                if trusted and c.id in old_ids and c.id in self._bm25:
+                # a passage is kept when its text and the context it was embedded with are
+                if (
+                    trusted
+                    and c.id in old_ids
+                    and c.id in self._bm25
+                    and old_ctx.get(c.id, "") == contexts.get(c.id, "")
+                ):
                     counts["reused"] += 1
                     if new_meta:
                         restamp.append(c.id)
@@ -419,12 +461,13 @@ class Pensive:
                 self._chg_docs.add(doc.id)
             self._chg_texts.append(doc.text)
         if to_embed:
-            vectors = embedder.embed([c.text for c in to_embed])
+            texts = [join_context(contexts.get(c.id, ""), c.text) for c in to_embed]
+            vectors = embedder.embed(texts)
             backend.upsert(
                 [c.id for c in to_embed], vectors, [meta_of[c.id] for c in to_embed], namespace=ns
             )
-            for c in to_embed:
-                self._bm25.add(c.id, c.text)
+            for c, text in zip(to_embed, texts):
+                self._bm25.add(c.id, text)
             counts["embedded"] += len(to_embed)
             self._chg_added.extend(c.id for c in to_embed)
             self._chg_vectors.append(np.asarray(vectors, dtype=np.float32))
@@ -443,7 +486,9 @@ class Pensive:
             counts["deleted"] += len(to_delete)
             self._chg_removed.extend(to_delete)
         if plans:
-            self._archive.write(plans, archive_only=archive_only)
+            self._archive.write(
+                plans, archive_only=archive_only, contexts=contexts, context_gen=gen_of
+            )
             if self._graph is not None:
                 for doc, _, chunks in plans:
                     self._graph.add_document(
@@ -463,6 +508,135 @@ class Pensive:
                     )
         if plans or to_delete:
             self._changed = True
+
+    # -- situating contexts ---------------------------------------------------------------------
+    def _open_contexts(
+        self, llm: Any, given: ContextGenerator | None
+    ) -> dict[str, ContextGenerator | None]:
+        """The context generators for prose and for records documents, as ``[context]`` says."""
+        from .context.cache import ContextCache
+        from .context.heuristic import HeuristicContextGenerator
+        from .context.llm import LLMContextGenerator
+
+        cfg = self.config.context
+        if given is not None and not isinstance(given, ContextGenerator):
+            raise InputError(
+                f"context_generator must have a name and a generate(requests) method, got "
+                f"{type(given).__name__}"
+            )
+        cache = None if self.read_only else ContextCache(self._archive.db)
+        made: dict[str, ContextGenerator] = {}
+
+        def make(choice: str) -> ContextGenerator | None:
+            if choice == "none":
+                return None
+            if choice == "heuristic" or (choice == "auto" and llm is None and given is None):
+                return made.setdefault("heuristic", HeuristicContextGenerator())
+            if given is not None:
+                if cache is not None and getattr(given, "cache", False) is None:
+                    given.use_cache(cache)  # type: ignore[attr-defined]
+                return given
+            if llm is None:
+                raise ConfigError(
+                    "[context] asks for the 'llm' context generator but no LLM was given; "
+                    "pass Pensive(path, llm=...) (a LlamaIndex LLM, a LangChain chat model or a "
+                    "callable str -> str), or set generator = \"heuristic\""
+                )
+            if "llm" not in made:
+                made["llm"] = LLMContextGenerator(
+                    llm,
+                    cache=cache,
+                    concurrency=cfg.concurrency,
+                    document_chars=cfg.document_chars,
+                )
+            return made["llm"]
+
+        prose = make(cfg.generator)
+        records = prose if cfg.records == "same" else make(cfg.records)
+        return {"prose": prose, "records": records}
+
+    def _context_for(self, doc: Document) -> ContextGenerator | None:
+        prose, records = self._contexts["prose"], self._contexts["records"]
+        if prose is records:
+            return prose
+        from .context.heuristic import is_records
+
+        return records if is_records(doc) else prose
+
+    def _make_contexts(
+        self,
+        todo: Sequence[tuple[Document, str, list[Chunk], ContextGenerator | None]],
+        embedder: Embedder,
+        counts: dict[str, int],
+    ) -> tuple[dict[str, str], dict[str, str]]:
+        """Situating contexts of the passages of these documents, fitted to the window.
+
+        Returns:
+            ``(context by passage id, generator name by document id)``.
+        """
+        contexts: dict[str, str] = {}
+        gen_of: dict[str, str] = {}
+        groups: dict[int, tuple[ContextGenerator, list[ContextRequest]]] = {}
+        for doc, doc_hash, chunks, gen in todo:
+            if gen is None or not chunks:
+                continue
+            gen_of[doc.id] = gen.name
+            groups.setdefault(id(gen), (gen, []))[1].append(
+                ContextRequest(doc, chunks, doc_hash)
+            )
+        for gen, requests in groups.values():
+            before = dict(getattr(gen, "counts", {}))
+            made = gen.generate(requests)
+            if len(made) != len(requests) or any(
+                len(m) != len(r.chunks) for m, r in zip(made, requests)
+            ):
+                raise PensiveError(
+                    f"context generator {gen.name!r} returned the wrong number of contexts"
+                )
+            after = getattr(gen, "counts", {})
+            for key, out in (
+                ("cached", "contexts_cached"),
+                ("fallback", "contexts_fallback"),
+                ("llm_calls", "llm_calls"),
+            ):
+                counts[out] += int(after.get(key, 0)) - int(before.get(key, 0))
+            for request, texts in zip(requests, made):
+                for chunk, text in zip(request.chunks, texts):
+                    contexts[chunk.id] = text
+        fitted = self._fit_contexts(contexts, todo, embedder)
+        counts["contexts"] += sum(1 for t in fitted.values() if t)
+        return fitted, gen_of
+
+    def _fit_contexts(
+        self,
+        contexts: dict[str, str],
+        todo: Sequence[tuple[Document, str, list[Chunk], ContextGenerator | None]],
+        embedder: Embedder,
+    ) -> dict[str, str]:
+        """Clip each context, at a word, so that it and its passage fit the embedder's window
+        (and ``[context] max_tokens``): the passage is never what gets truncated."""
+        cap = self.config.context.max_tokens
+        room = {
+            c.id: min(cap, embedder.max_tokens - c.tokens) for _, _, cs, _ in todo for c in cs
+        }
+        ids = [i for i, t in contexts.items() if t.strip()]
+        out = {i: " ".join(contexts[i].split()) for i in ids}
+        for _ in range(4):  # a few rounds of proportional cuts converge
+            if not ids:
+                break
+            sizes = embedder.count_tokens([out[i] for i in ids])
+            over = []
+            for i, n in zip(ids, sizes):
+                budget = max(0, room.get(i, cap))
+                if n <= budget:
+                    continue
+                words = out[i].split()
+                keep = min(len(words) - 1, int(len(words) * budget / max(n, 1)))
+                out[i] = " ".join(words[: max(0, keep)])
+                if out[i]:
+                    over.append(i)
+            ids = over
+        return {i: t for i, t in out.items() if t}
 
     def _before_change(self) -> None:
         """Before content changes: know which passages are superseded now, so the commit can
@@ -1379,7 +1553,9 @@ class Pensive:
                         chunk_id=row.id,
                         text=row.text,
                         score=f.score,
-                        metadata=row.metadata,
+                        metadata={**row.metadata, "context": row.context}
+                        if row.context
+                        else row.metadata,
                         timestamp=row.timestamp,
                         sources=f.ranks,
                         valid_from=valid[0],
@@ -1583,7 +1759,7 @@ class Pensive:
                 f"{ns_new!r}; reindex into an empty namespace (namespace=...) or empty it first"
             )
         rows = self._archive.db.execute(
-            "SELECT c.id, c.doc_id, c.text, d.metadata FROM chunks c "
+            "SELECT c.id, c.doc_id, c.text, d.metadata, c.context FROM chunks c "
             "JOIN documents d ON d.id = c.doc_id WHERE d.indexed = 1 "
             "ORDER BY c.doc_id, c.ordinal"
         ).fetchall()
@@ -1595,7 +1771,7 @@ class Pensive:
             got = src.fetch(ids, namespace=ns_old) if src is not None else {}
             lost = [r for r in part if r[0] not in got]
             if lost:  # the old index lacks them (e.g. it was emptied): embed just those
-                vecs = self._get_embedder().embed([r[2] for r in lost])
+                vecs = self._get_embedder().embed([join_context(r[4], r[2]) for r in lost])
                 got.update(zip((r[0] for r in lost), np.asarray(vecs, dtype=np.float32)))
                 embedded += len(lost)
             dest.upsert(
@@ -1689,6 +1865,9 @@ class Pensive:
             "l3": dict(self.l3_counts),
             "graph": None if self._graph is None else self._graph.counts(),
             "temporal": None if self._temporal is None else self._temporal.counts(),
+            "context": {
+                kind: None if gen is None else gen.name for kind, gen in self._contexts.items()
+            },
         }
 
     def close(self) -> None:

@@ -69,6 +69,7 @@ class Chunk:
         start: Character offset of ``text`` in the document.
         end: Character offset just past ``text``.
         hash: Content hash of ``text``.
+        tokens: Embedder tokens in ``text`` (the sum over its sentences; 0 when unknown).
     """
 
     id: str
@@ -78,6 +79,7 @@ class Chunk:
     start: int
     end: int
     hash: str
+    tokens: int = 0
 
 
 class FrozenDict(dict):  # type: ignore[type-arg]
@@ -230,6 +232,10 @@ class IngestReport:
         chunks_deleted: Passages removed because their document changed.
         errors: ``(source, message)`` for inputs that were skipped, e.g. unreadable files.
         seconds: Wall time.
+        contexts: Passages given a situating context in this call (embedded with it).
+        contexts_cached: Contexts taken from the store's context cache (no LLM call).
+        contexts_fallback: Passages whose LLM context failed and the model-free one stood in.
+        llm_calls: Calls made to the context LLM (document summaries included).
     """
 
     added: int = 0
@@ -240,6 +246,10 @@ class IngestReport:
     chunks_deleted: int = 0
     errors: list[tuple[str, str]] = field(default_factory=list)
     seconds: float = 0.0
+    contexts: int = 0
+    contexts_cached: int = 0
+    contexts_fallback: int = 0
+    llm_calls: int = 0
 
 
 @dataclass(frozen=True)

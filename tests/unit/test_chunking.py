@@ -68,3 +68,64 @@ def test_no_passage_exceeds_minilm_window(minilm):
     sizes = minilm.count_tokens([c.text for c in chunks])
     assert max(sizes) <= minilm.max_tokens
     assert len(chunks) > 3
+
+
+# --- content-defined chunking -------------------------------------------------------------------
+
+_FUNCTION_WORDS = (
+    "the of and to in a is that for it as with was on by be this are from at or an which but not"
+).split()
+
+
+def _vocabulary(rng: random.Random, size: int = 1200) -> list[str]:
+    syllables = "ka to ri mon sel pra di ver lu sta gen ol ex qua bri tan mo ne cor phi".split()
+    words = set()
+    while len(words) < size:
+        words.add("".join(rng.choice(syllables) for _ in range(rng.randint(1, 4))))
+    return sorted(words)
+
+
+def _sentence(rng: random.Random, vocab: list[str]) -> str:
+    # content words follow a skewed distribution, as in prose, so some recur often
+    words = [
+        rng.choice(_FUNCTION_WORDS)
+        if rng.random() < 0.4
+        else vocab[min(int(rng.paretovariate(1.1)) - 1, len(vocab) - 1)]
+        if rng.random() < 0.3
+        else rng.choice(vocab)
+        for _ in range(rng.randint(6, 32))
+    ]
+    if len(words) > 12 and rng.random() < 0.5:
+        words[rng.randint(3, len(words) - 4)] += ","
+    return " ".join(words).capitalize() + "."
+
+
+def _prose(seed: int, paragraphs: int = 48) -> tuple[random.Random, list[str], list[list[str]]]:
+    """A seeded document: paragraphs of 1 to 14 sentences of 6 to 32 words."""
+    rng = random.Random(seed)
+    vocab = _vocabulary(rng)
+    lengths = [1, 2, 3, 3, 4, 5, 6, 8, 10, 14]
+    doc = [[_sentence(rng, vocab) for _ in range(rng.choice(lengths))] for _ in range(paragraphs)]
+    return rng, vocab, doc
+
+
+def _render(doc: list[list[str]]) -> str:
+    return "\n\n".join(" ".join(paragraph) for paragraph in doc)
+
+
+def _edit(rng: random.Random, vocab: list[str], doc: list[list[str]], kind: str) -> str:
+    """The document with one paragraph edited: a word replaced, a sentence inserted or deleted."""
+    doc = [list(paragraph) for paragraph in doc]
+    if kind == "replace":
+        p = rng.randrange(len(doc))
+        s = rng.randrange(len(doc[p]))
+        words = doc[p][s].split(" ")
+        words[rng.randrange(1, len(words) - 1)] = rng.choice(vocab)
+        doc[p][s] = " ".join(words)
+    elif kind == "insert":
+        p = rng.randrange(len(doc))
+        doc[p].insert(rng.randint(0, len(doc[p])), _sentence(rng, vocab))
+    else:
+        p = rng.choice([i for i, paragraph in enumerate(doc) if len(paragraph) > 1])
+        del doc[p][rng.randrange(len(doc[p]))]
+    return _render(doc)

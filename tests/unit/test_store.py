@@ -16,6 +16,7 @@ from pensive_core import (
     QueryResult,
     SchemaVersionError,
 )
+from pensive_core.archive import SCHEMA_VERSION
 from tests.conftest import HASH_CONFIG, docs_corpus
 
 
@@ -29,7 +30,7 @@ def test_ingest_and_query_returns_contract_fields(hash_store):
     assert top.doc_id == "inv"
     assert top.chunk_id.startswith("inv#")
     assert "INV-4471" in top.text
-    assert top.metadata == {"topic": "inv"}
+    assert top.metadata["topic"] == "inv"  # beside its situating "context"
     assert top.timestamp == datetime(2024, 3, 1, tzinfo=timezone.utc)
     assert top.sources.get("bm25") == 1
     assert [h.score for h in res.hits] == sorted((h.score for h in res.hits), reverse=True)
@@ -55,7 +56,7 @@ def test_persistence_round_trip_gives_same_results(tmp_path):
 def test_reingest_replaces_and_reuses_unchanged_passages(hash_store):
     base = "First paragraph about apples and orchards in autumn."
     para2 = "Second paragraph about pears, which ripen later in the season."
-    hash_store.config.chunking.target_tokens = 10
+    hash_store.config.chunking.max_tokens = 10
     r1 = hash_store.ingest([Document(id="fruit", text=f"{base}\n\n{para2}")])
     assert r1.chunks_embedded == 2
     same = hash_store.ingest([Document(id="fruit", text=f"{base}\n\n{para2}")])
@@ -92,7 +93,7 @@ def test_delete(hash_store):
 def test_archive_keeps_documents_whole_and_expands_hits(hash_store):
     sentences = [f"Sentence number {i} talks about topic{i}." for i in range(30)]
     text = " ".join(sentences)
-    hash_store.config.chunking.target_tokens = 20
+    hash_store.config.chunking.max_tokens = 20
     hash_store.ingest([Document(id="long", text=text)])
     assert hash_store.get("long").text == text
     hit = hash_store.query("topic15", k=1).hits[0]
@@ -207,7 +208,7 @@ def test_schema_version_1_is_migrated_on_open(tmp_path):
         ).fetchone()
     finally:
         db.close()
-    assert int(version[0]) == 2 and old == (1,)
+    assert int(version[0]) == SCHEMA_VERSION and old == (1,)
 
 
 def test_missing_extra_names_the_extra(tmp_path, monkeypatch):
