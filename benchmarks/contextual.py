@@ -45,8 +45,11 @@ Also in the run:
   or a word replaced); passages whose id changed, content-defined vs greedy chunking, with the
   embedder's own token counts; and a real re-ingest of edited essays (passages embedded vs
   reused).
+* **SciFact nDCG@10** (``scifact_ndcg``, after ``scifact``): the default hybrid configuration on
+  both SciFact stores, and on another store given with ``--compare-store`` (labelled by how it
+  was built: a store from before content-defined chunking reads "greedy, no context").
 
-    python -m benchmarks.contextual --store /tmp/contextual-bench
+    python -m benchmarks.contextual --store /tmp/contextual-bench --compare-store DIR
     python -m benchmarks.contextual --parts pronouns,caching,edits   # the quick parts
 """
 
@@ -72,7 +75,7 @@ from pensive_core import Document, Pensive, PensiveConfig
 from pensive_core.chunking import chunk_text, content_hash
 from pensive_core.context import ContextRequest, HeuristicContextGenerator
 
-PARTS = ("scifact", "hotpotqa", "locomo", "pronouns", "caching", "edits")
+PARTS = ("scifact", "hotpotqa", "locomo", "pronouns", "caching", "edits", "scifact_ndcg")
 KS = (5, 20)
 DEPTH = 60  # passages asked for: enough to fill 20 documents
 
@@ -311,6 +314,50 @@ def run_set(
     return out
 
 
+def run_scifact_ndcg(data: Path, root: Path, compare: Path | None) -> dict[str, Any]:
+    """SciFact nDCG@10 (hybrid, the default configuration) on the stores of the SciFact part,
+    beside another SciFact store (``--compare-store``, e.g. one built before content-defined
+    chunking by ``benchmarks.scifact``), labelled by how it was built."""
+    from benchmarks.metrics import evaluate as ir_evaluate
+    from benchmarks.metrics import ranking_to_run
+
+    _, queries, qrels = load_scifact(data)
+    stores: dict[str, Path | None] = {}
+    if compare is not None and (compare / "pensive.sqlite").is_file():
+        with Pensive(compare, config=sections()) as p:
+            saved = p._archive.get_meta("config") or {}
+            method = saved.get("chunking", {}).get("method", "greedy")  # saved before cdc
+            has = p._archive.db.execute("SELECT 1 FROM chunks WHERE context != '' LIMIT 1")
+            context = "with contexts" if has.fetchone() else "no context"
+        stores[f"{method}, {context} (--compare-store)"] = compare
+    stores.update(
+        {
+            "cdc, no context": root / "scifact" / "plain",
+            "cdc, heuristic context": root / "scifact" / "heuristic",
+        }
+    )
+    out: dict[str, Any] = {}
+    for label, store in stores.items():
+        if store is None or not (store / "pensive.sqlite").is_file():
+            continue
+        generator = "heuristic" if "heuristic" in label else "none"  # queries make none
+        with Pensive(store, config={**sections(), "context": {"generator": generator}}) as p:
+            ranked = {}
+            for q in qrels:
+                hits = p.query(queries[q], k=100).hits
+                ranked[q] = list(dict.fromkeys(h.doc_id for h in hits))
+            passages = p._archive.counts()[1]
+        res: dict[str, Any] = {"passages": passages}
+        for split in ("all", "tune", "heldout"):
+            part = {q: r for q, r in qrels.items() if split == "all" or split_of(q) == split}
+            run = ranking_to_run({q: ranked[q] for q in part})
+            scores = ir_evaluate(run, part, ("nDCG@10", "R@100"))
+            res[split] = {m: round(v, 4) for m, v in scores.items()}
+        out[label] = res
+        print(f"  scifact nDCG {label}: {res}", flush=True)
+    return out
+
+
 # -- constructed pronoun set --------------------------------------------------------------------
 FIRST = "Anna Tomas Maria Jonas Elena Pavel Sofia Marek Ines Karl Lena Oskar Vera Felix Nora Emil".split()
 LAST = (
@@ -546,6 +593,18 @@ def render(payload: dict[str, Any]) -> str:
                 f"({c['passages']} passages timed, mean {c['mean_words']} words)"
             )
         lines.append("")
+    if "scifact_ndcg" in payload["parts"]:
+        part = payload["parts"]["scifact_ndcg"]
+        lines += ["## SciFact nDCG@10, hybrid (the default configuration)", ""]
+        lines.append("| store | passages | nDCG@10 | held-out nDCG@10 | R@100 |")
+        lines.append("|---|---|---|---|---|")
+        for label, r in part.items():
+            if isinstance(r, dict) and "all" in r:
+                lines.append(
+                    f"| {label} | {r['passages']} | {r['all']['nDCG@10']:.4f} | "
+                    f"{r['heldout']['nDCG@10']:.4f} | {r['all']['R@100']:.4f} |"
+                )
+        lines.append("")
     if "pronouns" in payload["parts"]:
         part = payload["parts"]["pronouns"]
         lines += [f"## Pronoun set ({part['stories']} stories)", ""]
@@ -601,6 +660,12 @@ def main(argv: list[str] | None = None) -> None:
     ap = base_parser(__doc__.splitlines()[0])
     ap.add_argument("--parts", default=",".join(PARTS))
     ap.add_argument("--llm", default=None, help="module:factory returning an LLM (optional)")
+    ap.add_argument(
+        "--compare-store",
+        type=Path,
+        default=None,
+        help="another SciFact store to compare in scifact_ndcg (e.g. built with greedy chunking)",
+    )
     args = ap.parse_args(argv)
     parts = [x for x in args.parts.split(",") if x]
     unknown = sorted(set(parts) - set(PARTS))
@@ -622,6 +687,8 @@ def main(argv: list[str] | None = None) -> None:
             result = run_pronouns(root, llm)
         elif part == "caching":
             result = run_caching(args.data, root)
+        elif part == "scifact_ndcg":
+            result = run_scifact_ndcg(args.data, root, args.compare_store)
         else:
             result = run_edits(args.data, root)
         result["seconds"] = round(time.perf_counter() - t, 1)
