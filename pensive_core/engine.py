@@ -1025,7 +1025,9 @@ class Pensive:
         )
 
     def _record(self, res: QueryResult) -> QueryResult:
-        self._stats.record(res.tier, res.latency_ms, res.confidence)
+        # under the lock: a flush writes to the connection an ingest may be writing to
+        with self._lock:
+            self._stats.record(res.tier, res.latency_ms, res.confidence)
         return res
 
     def _retrieve(

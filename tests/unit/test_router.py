@@ -229,6 +229,36 @@ def test_threads_query_while_one_ingests(tmp_path):
         assert p.query("arctic tern sighting number 9", k=1).hits[0].doc_id == "tern9"
 
 
+def test_query_stats_flush_while_another_thread_ingests(tmp_path):
+    """Every query flushes its counters to SQLite: never inside the ingest's transaction on the
+    same connection (seen as "cannot start a transaction within a transaction")."""
+    with Pensive(tmp_path, config=L1_CONFIG) as p:
+        p.ingest(docs_corpus())
+        p._stats.flush_every = 1
+        errors: list[BaseException] = []
+        stop = threading.Event()
+
+        def reader():
+            try:
+                while not stop.is_set():
+                    p.query("arctic tern", k=2)
+            except BaseException as exc:  # surfaced below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=reader) for _ in range(3)]
+        for t in threads:
+            t.start()
+        try:
+            for i in range(20):
+                p.ingest([Document(id=f"tern{i}", text=f"Arctic tern sighting number {i}.")])
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+        assert not errors
+        assert p.stats()["queries"]
+
+
 def test_one_writer_at_a_time(tmp_path):
     with Pensive(tmp_path, config=HASH_CONFIG) as p:
         p.ingest(docs_corpus())
