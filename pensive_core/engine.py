@@ -540,7 +540,7 @@ class Pensive:
                 raise ConfigError(
                     "[context] asks for the 'llm' context generator but no LLM was given; "
                     "pass Pensive(path, llm=...) (a LlamaIndex LLM, a LangChain chat model or a "
-                    "callable str -> str), or set generator = \"heuristic\""
+                    'callable str -> str), or set generator = "heuristic"'
                 )
             if "llm" not in made:
                 made["llm"] = LLMContextGenerator(
@@ -581,9 +581,7 @@ class Pensive:
             if gen is None or not chunks:
                 continue
             gen_of[doc.id] = gen.name
-            groups.setdefault(id(gen), (gen, []))[1].append(
-                ContextRequest(doc, chunks, doc_hash)
-            )
+            groups.setdefault(id(gen), (gen, []))[1].append(ContextRequest(doc, chunks, doc_hash))
         for gen, requests in groups.values():
             before = dict(getattr(gen, "counts", {}))
             made = gen.generate(requests)
@@ -616,9 +614,7 @@ class Pensive:
         """Clip each context, at a word, so that it and its passage fit the embedder's window
         (and ``[context] max_tokens``): the passage is never what gets truncated."""
         cap = self.config.context.max_tokens
-        room = {
-            c.id: min(cap, embedder.max_tokens - c.tokens) for _, _, cs, _ in todo for c in cs
-        }
+        room = {c.id: min(cap, embedder.max_tokens - c.tokens) for _, _, cs, _ in todo for c in cs}
         ids = [i for i, t in contexts.items() if t.strip()]
         out = {i: " ".join(contexts[i].split()) for i in ids}
         for _ in range(4):  # a few rounds of proportional cuts converge

@@ -22,7 +22,9 @@ def story(extra: str = "") -> Document:
         "Anna Berg had kept a secret from Tomas Lind for years. Anna Berg and Tomas Lind "
         "shared a flat in Uppsala.",
         *[
-            " ".join(f"Filler sentence {i}-{j} about the quiet weeks in the flat." for j in range(8))
+            " ".join(
+                f"Filler sentence {i}-{j} about the quiet weeks in the flat." for j in range(8)
+            )
             for i in range(6)
         ],
         "She finally told him the truth on the ferry." + extra,
@@ -70,7 +72,9 @@ def test_context_wins_the_question_that_names_the_people(tmp_path):
 
 def test_one_paragraph_edit_reembeds_about_one_passage(tmp_path):
     rng_paras = [
-        " ".join(f"Paragraph {i} sentence {j} tells part {i * 10 + j} of the story." for j in range(6))
+        " ".join(
+            f"Paragraph {i} sentence {j} tells part {i * 10 + j} of the story." for j in range(6)
+        )
         for i in range(30)
     ]
     text = "\n\n".join(rng_paras)
@@ -78,7 +82,9 @@ def test_one_paragraph_edit_reembeds_about_one_passage(tmp_path):
         first = p.ingest([Document(id="long", text=text, metadata={"title": "Long"})])
         assert first.chunks_embedded > 5
         rng_paras[14] = rng_paras[14].replace("sentence 3", "sentence three")
-        again = p.ingest([Document(id="long", text="\n\n".join(rng_paras), metadata={"title": "Long"})])
+        again = p.ingest(
+            [Document(id="long", text="\n\n".join(rng_paras), metadata={"title": "Long"})]
+        )
         assert again.updated == 1
         assert again.chunks_embedded <= 2
         assert again.chunks_reused >= first.chunks_embedded - 2
@@ -186,7 +192,9 @@ def test_user_generator_takes_the_place_of_auto(tmp_path):
         name = "upper-v1"
 
         def generate(self, requests):
-            return [[r.document.metadata.get("title", "").upper() for _ in r.chunks] for r in requests]
+            return [
+                [r.document.metadata.get("title", "").upper() for _ in r.chunks] for r in requests
+            ]
 
     with Pensive(tmp_path / "s", config=HASH_CONFIG, context_generator=Upper()) as p:
         p.ingest([story()])
