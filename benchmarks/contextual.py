@@ -562,6 +562,13 @@ def render(payload: dict[str, Any]) -> str:
         "units in the top k; failure = 1 - recall@20. L1 off."
     )
     lines.append("")
+    if not payload.get("llm"):
+        lines += [
+            "No LLM was configured for this run (`--llm module:factory`), so the *llm* variant "
+            "did not run; the caching part uses a mock LLM. Ingest times are wall time on 2 "
+            "shared cores, dominated by embedding, and vary with other load.",
+            "",
+        ]
     for name in ("scifact", "hotpotqa", "locomo"):
         part = payload["parts"].get(name)
         if not part:
