@@ -443,6 +443,7 @@ class Pensive:
             for c in [] if archive_only else chunks:
                 meta_of[c.id] = bmeta
                 # a passage is kept when its text and the context it was embedded with are
+                # both unchanged
                 if (
                     trusted
                     and c.id in old_ids
@@ -524,8 +525,10 @@ class Pensive:
                 f"context_generator must have a name and a generate(requests) method, got "
                 f"{type(given).__name__}"
             )
-        cache = None if self.read_only else ContextCache(self._archive.db)
         made: dict[str, ContextGenerator] = {}
+
+        def cache() -> ContextCache | None:  # its table is made only when an LLM is in use
+            return None if self.read_only else ContextCache(self._archive.db)
 
         def make(choice: str) -> ContextGenerator | None:
             if choice == "none":
@@ -533,8 +536,8 @@ class Pensive:
             if choice == "heuristic" or (choice == "auto" and llm is None and given is None):
                 return made.setdefault("heuristic", HeuristicContextGenerator())
             if given is not None:
-                if cache is not None and getattr(given, "cache", False) is None:
-                    given.use_cache(cache)  # type: ignore[attr-defined]
+                if getattr(given, "cache", False) is None and not self.read_only:
+                    given.use_cache(cache())  # type: ignore[attr-defined]
                 return given
             if llm is None:
                 raise ConfigError(
@@ -545,7 +548,7 @@ class Pensive:
             if "llm" not in made:
                 made["llm"] = LLMContextGenerator(
                     llm,
-                    cache=cache,
+                    cache=cache(),
                     concurrency=cfg.concurrency,
                     document_chars=cfg.document_chars,
                 )
