@@ -26,6 +26,7 @@ __all__ = [
     "EmbedderConfig",
     "ChunkingConfig",
     "ContextConfig",
+    "MemoryConfig",
     "BM25Config",
     "FusionConfig",
     "RouterConfig",
@@ -314,6 +315,43 @@ class TemporalConfig(_Section):
     relative_dates: bool = True  # "yesterday" in a document resolved against its timestamp
 
 
+class MemoryConfig(_Section):
+    """Conversation memory (``Pensive.conversation``): each session is its own small store of
+    turns; ``context()`` builds a prompt from recalled turns, a rolling summary of older ones,
+    the recent turns verbatim and (optionally) passages from the main store, within a budget.
+
+    After a topic shift (drift) retrieval adapts for ``shift_turns`` turns: the recency boost
+    becomes ``shift_recency_weight``, recall widens to ``shift_scope`` and the main store gives
+    ``shift_documents_k`` passages.
+    """
+
+    recent_turns: int = Field(6, ge=0, le=1000)  # shown verbatim in context()
+    recall_k: int = Field(8, ge=1, le=1000)  # older turns recalled into context()
+    recency_weight: float = Field(0.1, ge=0.0)  # score x (1 + w * 2^(-age / half_life))
+    recency_half_life: float = Field(20.0, gt=0.0)  # in turns
+    documents_k: int = Field(0, ge=0, le=1000)  # main-store passages in context()
+    drift: bool = True  # topic-shift detection between consecutive turns
+    drift_window: int = Field(0, ge=0, le=100)  # 0: the detector's tuned default
+    drift_threshold: float = Field(0.0)  # 0: the detector's tuned default
+    drift_novelty_weight: float = Field(-1.0)  # < 0: the detector's tuned default
+    shift_turns: int = Field(2, ge=0)  # turns after a shift that retrieval stays adapted
+    shift_recency_weight: float = Field(0.0, ge=0.0)
+    shift_scope: Literal["session", "user"] = "user"  # "user": the user's other sessions too
+    shift_documents_k: int = Field(2, ge=0, le=1000)
+    segment_max_turns: int = Field(40, ge=2)  # a segment this long is closed and summarised
+    summary: Literal["auto", "extractive", "llm", "none"] = "auto"  # auto: llm if given
+    summary_tokens: int = Field(120, ge=16, le=4000)  # per segment
+    followup_reuse: bool = True  # "and her?" reuses the last recall instead of searching
+    followup_max_words: int = Field(6, ge=1, le=50)
+    hv_dim: int = Field(2048, ge=64)  # hypervector selector (recall(method="hypervector"))
+    hv_seed: int = 0
+    tokenizer: str = "cl100k_base"  # tiktoken encoding for prompt budgets (bundled offline)
+    summaries_share: float = Field(0.10, ge=0.0, le=1.0)
+    retrieved_share: float = Field(0.60, ge=0.0, le=1.0)
+    history_share: float = Field(0.20, ge=0.0, le=1.0)
+    headroom: float = Field(0.10, ge=0.0, lt=1.0)  # of the budget, left for the answer
+
+
 class PensiveConfig(_Section):
     """The whole configuration. Every key has a default; see ``README.md`` for each."""
 
@@ -326,6 +364,7 @@ class PensiveConfig(_Section):
     graph: GraphConfig = GraphConfig()
     temporal: TemporalConfig = TemporalConfig()
     context: ContextConfig = ContextConfig()
+    memory: MemoryConfig = MemoryConfig()
 
 
 # Keys a built store depends on: opening a store with a different value would be silent garbage.

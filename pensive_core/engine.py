@@ -12,7 +12,7 @@ import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -62,6 +62,10 @@ from .temporal import (
 from .timeutil import ensure_utc, from_iso, to_iso, utcnow
 from .tokenize import Tokenizer
 from .types import Aggregation, Chunk, Document, Hit, IngestReport, QueryResult, TimeScope
+
+if TYPE_CHECKING:
+    from .memory.conversation import Conversation
+    from .memory.sessions import SessionRegistry
 
 __all__ = ["Pensive"]
 
@@ -133,6 +137,9 @@ class Pensive:
         self._writer_lock = None if self.read_only else _lock_writer(self.path)
         self._lock = threading.RLock()
         self._embedder: Embedder | None = None
+        self._llm = llm
+        self._conversations: dict[tuple[str, str], Conversation] = {}
+        self._session_registry: SessionRegistry | None = None
         self._backend: VectorBackend | None = None
         self._l1: L1Cache | None = None
         self._changed = False  # content changed since the last commit
@@ -282,20 +289,26 @@ class Pensive:
 
     def _get_embedder(self) -> Embedder:
         if self._embedder is None:
-            self._embedder = create_embedder(self.config.embedder)
-            saved = self._archive.get_meta("embedder")
-            if saved is None:
-                self._archive.set_meta(
-                    "embedder", {"name": self._embedder.name, "dim": self._embedder.dim}
-                )
-                self._archive.set_meta("dim", self._embedder.dim)
-            elif saved["dim"] != self._embedder.dim:
-                raise ConfigError(
-                    f"embedder {self._embedder.name!r} makes {self._embedder.dim}-d vectors but "
-                    f"the store at {self.path} holds {saved['dim']}-d vectors from "
-                    f"{saved['name']!r}"
-                )
+            self._share_embedder(create_embedder(self.config.embedder))
+        assert self._embedder is not None
         return self._embedder
+
+    def _share_embedder(self, embedder: Embedder) -> None:
+        """Use an embedder already loaded (a conversation's store shares its owner's model)."""
+        if self._embedder is not None:
+            return
+        saved = self._archive.get_meta("embedder")
+        if saved is None:
+            if not self.read_only:
+                self._archive.set_meta("embedder", {"name": embedder.name, "dim": embedder.dim})
+                self._archive.set_meta("dim", embedder.dim)
+        elif saved["dim"] != embedder.dim:
+            raise ConfigError(
+                f"embedder {embedder.name!r} makes {embedder.dim}-d vectors but "
+                f"the store at {self.path} holds {saved['dim']}-d vectors from "
+                f"{saved['name']!r}"
+            )
+        self._embedder = embedder
 
     def _open_backend(self, dim: int) -> VectorBackend:
         if self._backend is None:
@@ -1828,6 +1841,66 @@ class Pensive:
             self._commit()
         return len(ids)
 
+    # -- conversation memory ----------------------------------------------------------------
+    def conversation(
+        self, session_id: str, *, namespace: str = "default", user: str | None = None
+    ) -> Conversation:
+        """The persistent memory of one conversation session.
+
+        Each session is stored in its own folder under ``conversations/`` (its own turn log and
+        index), so one session's recall can never return another's turns. Asking for the same
+        session again returns the same object.
+
+        Args:
+            session_id: The session's id (any string; it is never used as a path as given).
+            namespace: A tenant or application namespace; sessions are per namespace.
+            user: The user the session belongs to, for ``recall(..., scope="user")`` across
+                that user's sessions. A session keeps the user it was first opened with.
+
+        Returns:
+            A :class:`~pensive_core.memory.Conversation`: ``add``, ``recall``, ``context``,
+            ``history``, ``clear`` and more.
+
+        Raises:
+            InputError: On an empty or non-string id, namespace or user, or a user that
+                contradicts the session's.
+        """
+        from .memory.sessions import check_name
+
+        self._check_open()
+        session_id = check_name(session_id, "session_id")
+        namespace = check_name(namespace, "namespace")
+        if user is not None:
+            user = check_name(user, "user")
+        with self._lock:
+            key = (namespace, session_id)
+            conv = self._conversations.get(key)
+            if conv is not None and not conv.closed:
+                if user is not None and conv.user != user:
+                    conv._info = self._sessions().register(namespace, session_id, user)
+                return conv
+            from .memory.conversation import Conversation
+
+            info = self._sessions().register(namespace, session_id, user)
+            conv = Conversation(self, info)
+            self._conversations[key] = conv
+            return conv
+
+    def conversations(self, namespace: str = "default", user: str | None = None) -> list[str]:
+        """The session ids stored in ``namespace`` (of one user, if given), oldest first."""
+        self._check_open()
+        with self._lock:
+            return [s.session_id for s in self._sessions().sessions(namespace, user)]
+
+    def _sessions(self) -> SessionRegistry:
+        if self._session_registry is None:
+            from .memory.sessions import SessionRegistry
+
+            self._session_registry = SessionRegistry(
+                self.path / "conversations", read_only=self.read_only
+            )
+        return self._session_registry
+
     def stats(self) -> dict[str, Any]:
         """Counts, sizes and routing figures.
 
@@ -1876,6 +1949,11 @@ class Pensive:
         if getattr(self, "_closed", True):
             return
         with self._lock:
+            for conv in self._conversations.values():
+                conv.close()
+            self._conversations.clear()
+            if self._session_registry is not None:
+                self._session_registry.close()
             if not self.read_only:
                 self._commit()
                 if self._backend is not None:

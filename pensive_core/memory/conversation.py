@@ -1,0 +1,1048 @@
+"""Persistent per-session conversation memory: ``Pensive.conversation(session_id)``.
+
+A session is a small Pensive store of its own (in its own folder: physical isolation), holding
+one document per turn, so turns are found by the same hybrid machinery as documents: dense +
+BM25 fusion, the entity graph, temporal resolution (a later "I moved to Lisbon" supersedes an
+earlier "I live in Porto"). Each turn is embedded with its speaker as situating context.
+
+Beside the index, ``memory.sqlite`` keeps the log: every turn in order, the segments that topic
+shifts cut the conversation into, their summaries ("the story so far") and pinned notes. A turn
+is written to the log first and indexed second; a turn the index lacks (a crash in between) is
+indexed when the session next opens, so nothing acknowledged is lost.
+
+What ``context()`` hands a model, within a token budget: pinned notes and the story so far (a
+stable prefix, byte-identical from turn to turn for provider prompt caching), the older turns
+that bear on the question (recalled), passages from the main store if asked for, and the most
+recent turns verbatim.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import re
+import shutil
+import sqlite3
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from ..context.base import ContextRequest, join_context
+from ..errors import InputError, PensiveError
+from ..timeutil import ensure_utc, from_iso, to_iso, utcnow
+from ..types import Document, Hit
+from .sessions import SessionInfo
+
+if TYPE_CHECKING:
+    from ..engine import Pensive
+    from .drift import DriftDetector, DriftSignal
+    from .hypervector import HypervectorSelector
+    from .prompt import BuiltPrompt, PromptItem
+
+__all__ = ["Conversation", "Turn", "TurnContext"]
+
+log = logging.getLogger(__name__)
+
+Method = Literal["hybrid", "hypervector", "recent"]
+RESERVED_KEYS = frozenset({"role", "session_id", "seq", "speaker_label"})
+_MAX_TURN_CHARS = 1_000_000
+_SUMMARY_BLOCK = 2  # a summary part is written once this many x recent_turns have aged out
+# words that point back at the previous exchange; a follow-up has one and hardly anything else
+_ANAPHORS = frozenset(
+    "he she it they them him her his hers its their theirs that this those these there then "
+    "one ones".split()
+)
+_FILLER = frozenset(
+    "and but so also what about how why when where who which really else more other same "
+    "is are was were do does did can could would will the a an of to for with on in at".split()
+)
+_WORD_RE = re.compile(r"[A-Za-z']+")
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS turns (
+    seq INTEGER PRIMARY KEY, role TEXT NOT NULL, text TEXT NOT NULL, ts TEXT NOT NULL,
+    metadata TEXT NOT NULL, segment INTEGER NOT NULL, drift REAL, shift INTEGER NOT NULL DEFAULT 0,
+    indexed INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS summaries (
+    id INTEGER PRIMARY KEY, segment INTEGER NOT NULL, start_seq INTEGER NOT NULL,
+    end_seq INTEGER NOT NULL, text TEXT NOT NULL, method TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS pins (id INTEGER PRIMARY KEY, text TEXT NOT NULL, created TEXT NOT NULL);
+"""
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One turn of a conversation, as stored.
+
+    Args:
+        id: The turn's id in its session (``Hit.doc_id`` of its recall hits).
+        seq: Its position, from 0.
+        role: Who spoke ("user", "assistant", a name...).
+        text: What was said.
+        timestamp: When (UTC).
+        metadata: What the caller passed to ``add``.
+        segment: The topic segment it belongs to (a new one starts at each topic shift).
+        drift: Its topic-shift score against the turns before it (None for the first).
+        shift: Whether it started a new topic.
+    """
+
+    id: str
+    seq: int
+    role: str
+    text: str
+    timestamp: datetime
+    metadata: Mapping[str, Any]
+    segment: int = 0
+    drift: float | None = None
+    shift: bool = False
+
+    def to_hit(self, session_id: str, score: float = 0.0) -> Hit:
+        """The turn as a :class:`Hit` (metadata plus ``role``, ``session_id`` and ``seq``)."""
+        meta = {**self.metadata, "role": self.role, "session_id": session_id, "seq": self.seq}
+        return Hit(self.id, self.id, self.text, score, meta, self.timestamp)
+
+
+def turn_id(seq: int) -> str:
+    """The id of the turn at ``seq``."""
+    return f"t{seq:06d}"
+
+
+def turn_context(metadata: Mapping[str, Any]) -> str:
+    """The situating context a turn is embedded with: its speaker."""
+    who = _speaker(str(metadata.get("role", "")), metadata)
+    return f"{who}:" if who else ""
+
+
+def _speaker(role: str, metadata: Mapping[str, Any]) -> str:
+    for key in ("speaker", "name"):
+        value = metadata.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return role
+
+
+class TurnContext:
+    """Situates a turn for embedding: who said it (a turn's "I" and "you" need a speaker)."""
+
+    name = "turn-v1"
+
+    def generate(self, requests: Sequence[ContextRequest]) -> list[list[str]]:
+        """The speaker for every passage of every turn."""
+        out: list[list[str]] = []
+        for req in requests:
+            out.append([turn_context(req.document.metadata)] * len(req.chunks))
+        return out
+
+
+class _MemoEmbedder:
+    """The shared embedder, remembering what it embedded so drift detection can reuse it."""
+
+    def __init__(self, inner: Any, capacity: int = 8192) -> None:
+        self.inner = inner
+        self.name: str = inner.name
+        self.dim: int = inner.dim
+        self.max_tokens: int = inner.max_tokens
+        self._memo: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._capacity = capacity
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        vecs = self.inner.embed(texts)
+        for text, vec in zip(texts, vecs, strict=True):
+            self._memo[text] = vec
+        while len(self._memo) > self._capacity:
+            self._memo.popitem(last=False)
+        return vecs
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.inner.embed_query(text)
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return self.inner.count_tokens(texts)
+
+    def take(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors of ``texts``: remembered ones taken from the memo, the rest embedded now."""
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        missing = [i for i, t in enumerate(texts) if t not in self._memo]
+        for i, t in enumerate(texts):
+            if t in self._memo:
+                out[i] = self._memo.pop(t)
+        if missing:
+            out[missing] = self.inner.embed([texts[i] for i in missing])
+        return out
+
+
+@dataclass
+class _Recall:
+    query: str
+    hits: list[Hit]
+    after_seq: int  # the last turn when it was made
+
+
+class Conversation:
+    """One session's memory. Get it from :meth:`Pensive.conversation`, not directly.
+
+    Turns come back as :class:`Hit` objects: ``hit.doc_id`` is the turn id, ``hit.metadata``
+    what the caller passed to :meth:`add` plus ``role``, ``session_id`` and ``seq``, and
+    ``hit.timestamp`` the turn's time.
+
+    Example:
+        >>> chat = p.conversation("session-42", user="ana")           # doctest: +SKIP
+        >>> chat.add("user", "I moved to Lisbon last week")
+        >>> chat.recall("where do I live?", k=3)[0].text
+        'I moved to Lisbon last week'
+        >>> prompt = chat.context("where do I live?", token_budget=2000)
+    """
+
+    def __init__(self, owner: Pensive, info: SessionInfo) -> None:
+        self._owner = owner
+        self._info = info
+        self.session_id = info.session_id
+        self.namespace = info.namespace
+        self.read_only = owner.read_only
+        self._lock = threading.RLock()
+        self._closed = False
+        self._store: Pensive | None = None
+        self._memo: _MemoEmbedder | None = None
+        self._db: sqlite3.Connection | None = None
+        self._hv: HypervectorSelector | None = None
+        self._drift: DriftDetector | None = None
+        self._last: _Recall | None = None
+        self._last_shift: int | None = None
+        self._summaries_cache: tuple[int, list[str]] | None = None
+        self.counts = {"followups_reused": 0, "recalls": 0, "shifts": 0, "summaries": 0}
+        self._open_log()
+
+    # -- properties -----------------------------------------------------------------------
+    @property
+    def user(self) -> str | None:
+        """The user this session belongs to (for cross-session recall), if any."""
+        return self._info.user
+
+    @property
+    def folder(self) -> Path:
+        """The session's folder (its log and its index)."""
+        return self._info.folder
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called (or the owning store closed)."""
+        return self._closed
+
+    def __len__(self) -> int:
+        with self._lock:
+            db = self._log()
+            return 0 if db is None else int(db.execute("SELECT COUNT(*) FROM turns").fetchone()[0])
+
+    def __repr__(self) -> str:
+        return f"Conversation({self.session_id!r}, namespace={self.namespace!r})"
+
+    # -- opening ----------------------------------------------------------------------------
+    def _open_log(self) -> None:
+        path = self.folder / "memory.sqlite"
+        if self.read_only:
+            if path.is_file():
+                self._db = sqlite3.connect(
+                    f"file:{path}?mode=ro", uri=True, check_same_thread=False, timeout=30
+                )
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, check_same_thread=False, timeout=30)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.executescript(_SCHEMA)
+        self._db.commit()
+        last = self._db.execute("SELECT MAX(seq) FROM turns WHERE shift=1").fetchone()[0]
+        self._last_shift = None if last is None else int(last)
+        if self._db.execute("SELECT 1 FROM turns WHERE indexed=0 LIMIT 1").fetchone():
+            self._catch_up()
+
+    def _log(self) -> sqlite3.Connection | None:
+        if self._closed:
+            raise PensiveError(f"conversation {self.session_id!r} is closed")
+        if self._db is None and self.read_only and (self.folder / "memory.sqlite").is_file():
+            self._open_log()  # written by the writer since this reader looked
+        return self._db
+
+    def _index(self) -> Pensive | None:
+        """The session's store (opened on first use)."""
+        if self._store is None:
+            from ..engine import Pensive
+
+            folder = self.folder / "index"
+            if self.read_only and not (folder / "pensive.sqlite").is_file():
+                return None
+            self._memo = _MemoEmbedder(self._owner._get_embedder())
+            self._store = Pensive(
+                folder,
+                session_config(self._owner.config),
+                read_only=self.read_only,
+                context_generator=TurnContext(),
+            )
+            self._store._share_embedder(self._memo)
+        return self._store
+
+    def _catch_up(self) -> None:
+        """Index turns the log holds but the index lacks (an interrupted add)."""
+        db = self._db
+        assert db is not None
+        rows = db.execute(f"{_SELECT} WHERE indexed=0 ORDER BY seq").fetchall()
+        if not rows:
+            return
+        turns = [_turn(r) for r in rows]
+        log.info(
+            "session %r: indexing %d turns an interrupted add left", self.session_id, len(turns)
+        )
+        store = self._index()
+        assert store is not None
+        store.ingest([self._document(t) for t in turns])
+        db.executemany("UPDATE turns SET indexed=1 WHERE seq=?", [(t.seq,) for t in turns])
+        db.commit()
+
+    def _document(self, turn: Turn) -> Document:
+        meta = {**turn.metadata, "role": turn.role, "session_id": self.session_id, "seq": turn.seq}
+        return Document(turn.id, turn.text, meta, turn.timestamp)
+
+    # -- adding -----------------------------------------------------------------------------
+    def add(
+        self,
+        role: str,
+        text: str,
+        timestamp: datetime | str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Turn:
+        """Remember one turn: it is logged, indexed, and checked for a topic shift.
+
+        Args:
+            role: Who spoke: "user", "assistant", "system", or a name.
+            text: What was said.
+            timestamp: When (any tz-aware datetime or ISO string; naive means UTC). Now if None.
+            metadata: JSON-serialisable fields returned with the turn's hits. ``speaker`` (or
+                ``name``) names the speaker for retrieval when ``role`` is generic.
+
+        Returns:
+            The stored turn (its segment and drift score included).
+
+        Raises:
+            InputError: On an empty role or text, a wrong type, text over 1,000,000
+                characters, or metadata that is not a JSON-serialisable mapping or uses a
+                reserved key (``role``, ``session_id``, ``seq``).
+            PensiveError: If the store is open read-only or the conversation is closed.
+        """
+        return self.add_many([(role, text, timestamp, metadata)])[0]
+
+    def add_many(self, turns: Iterable[Any]) -> list[Turn]:
+        """Remember several turns at once (importing a transcript): one batched index update.
+
+        Args:
+            turns: ``(role, text)``, ``(role, text, timestamp)``, ``(role, text, timestamp,
+                metadata)`` tuples or dicts with those keys, oldest first.
+
+        Returns:
+            The stored turns.
+
+        Raises:
+            InputError: As :meth:`add`, for any turn; then nothing is stored.
+        """
+        items = [self._check_turn(t) for t in turns]
+        if not items:
+            return []
+        with self._lock:
+            self._check_writable()
+            db = self._log()
+            assert db is not None
+            start = int(db.execute("SELECT COALESCE(MAX(seq), -1) + 1 FROM turns").fetchone()[0])
+            seg_row = db.execute("SELECT MAX(segment) FROM turns").fetchone()[0]
+            segment = 0 if seg_row is None else int(seg_row)
+            stored = [
+                Turn(turn_id(start + i), start + i, role, text, ts, meta, segment)
+                for i, (role, text, ts, meta) in enumerate(items)
+            ]
+            with db:  # logged first: an acknowledged turn is never lost
+                db.executemany(
+                    "INSERT INTO turns (seq, role, text, ts, metadata, segment) VALUES (?,?,?,?,?,?)",
+                    [
+                        (
+                            t.seq,
+                            t.role,
+                            t.text,
+                            to_iso(t.timestamp),
+                            json.dumps(t.metadata),
+                            segment,
+                        )
+                        for t in stored
+                    ],
+                )
+            store = self._index()
+            assert store is not None and self._memo is not None
+            store.ingest([self._document(t) for t in stored])
+            vectors = self._drift_vectors(stored)
+            out: list[Turn] = []
+            for t, vec in zip(stored, vectors, strict=True):
+                t = self._place(t, vec, segment)
+                segment = t.segment
+                out.append(t)
+            with db:
+                db.executemany(
+                    "UPDATE turns SET segment=?, drift=?, shift=?, indexed=1 WHERE seq=?",
+                    [(t.segment, t.drift, int(t.shift), t.seq) for t in out],
+                )
+            if self._hv is not None:
+                self._hv.add([t.text for t in out], [t.id for t in out])
+            self._summarise_aged(db)
+            return out
+
+    def _check_turn(self, item: Any) -> tuple[str, str, datetime, dict[str, Any]]:
+        if isinstance(item, Mapping):
+            unknown = set(item) - {"role", "text", "timestamp", "metadata"}
+            if unknown:
+                raise InputError(f"unknown turn fields {sorted(unknown)}")
+            fields = (
+                item.get("role"),
+                item.get("text"),
+                item.get("timestamp"),
+                item.get("metadata"),
+            )
+        elif isinstance(item, tuple | list) and 2 <= len(item) <= 4:
+            fields = (*item, None, None)[:4]  # type: ignore[assignment]
+        else:
+            raise InputError(
+                f"a turn is (role, text[, timestamp[, metadata]]) or a dict, got {item!r:.80}"
+            )
+        role, text, ts, meta = fields
+        if not isinstance(role, str) or not role.strip():
+            raise InputError(f"role must be a non-empty str, got {role!r:.80}")
+        if not isinstance(text, str):
+            raise InputError(f"turn text must be a str, got {type(text).__name__}")
+        if not text.strip():
+            raise InputError("turn text is empty")
+        if len(text) > _MAX_TURN_CHARS:
+            raise InputError(f"turn text is {len(text)} characters; the limit is {_MAX_TURN_CHARS}")
+        if meta is None:
+            meta = {}
+        if not isinstance(meta, Mapping):
+            raise InputError(f"turn metadata must be a mapping, got {type(meta).__name__}")
+        clash = RESERVED_KEYS & set(meta)
+        if clash:
+            raise InputError(f"turn metadata keys {sorted(clash)} are reserved; rename them")
+        try:
+            json.dumps(dict(meta))
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"turn metadata is not JSON-serialisable: {exc}") from None
+        try:
+            when = ensure_utc(ts) if ts is not None else utcnow()
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"bad turn timestamp {ts!r}: {exc}") from None
+        assert when is not None
+        return role.strip(), text, when, dict(meta)
+
+    def _drift_vectors(self, turns: Sequence[Turn]) -> list[np.ndarray | None]:
+        if not self._owner.config.memory.drift:
+            return [None] * len(turns)
+        assert self._memo is not None
+        # the very strings the index embedded: their vectors are remembered, not recomputed
+        texts = [join_context(turn_context(self._document(t).metadata), t.text) for t in turns]
+        return list(self._memo.take(texts))
+
+    def _detector(self) -> DriftDetector:
+        if self._drift is None:
+            from .drift import DriftDetector
+
+            cfg = self._owner.config.memory
+            knobs: dict[str, Any] = {}
+            if cfg.drift_window > 0:
+                knobs["window"] = cfg.drift_window
+            if cfg.drift_threshold != 0.0:
+                knobs["threshold"] = cfg.drift_threshold
+            if cfg.drift_novelty_weight >= 0:
+                knobs["novelty_weight"] = cfg.drift_novelty_weight
+            self._drift = DriftDetector(**knobs)
+            db = self._db
+            if db is not None:  # reopened: prime the window with the open segment's last turns
+                rows = db.execute(
+                    f"{_SELECT} WHERE indexed=1 AND segment=(SELECT MAX(segment) FROM turns) "
+                    "ORDER BY seq DESC LIMIT 8"
+                ).fetchall()
+                for r in reversed(rows):
+                    self._drift.update(r[2])
+        return self._drift
+
+    def _place(self, turn: Turn, vector: np.ndarray | None, segment: int) -> Turn:
+        """Score the turn for a topic shift; a shift (or a full segment) starts a new segment."""
+        cfg = self._owner.config.memory
+        signal: DriftSignal | None = None
+        if cfg.drift:
+            signal = self._detector().update(turn.text, vector)
+            if turn.seq == 0:
+                signal = None
+        shift = bool(signal is not None and signal.shift)
+        db = self._db
+        assert db is not None
+        seg_start = db.execute("SELECT MIN(seq) FROM turns WHERE segment=?", (segment,)).fetchone()[
+            0
+        ]
+        full = seg_start is not None and turn.seq - int(seg_start) >= cfg.segment_max_turns
+        if (shift or full) and turn.seq > 0:
+            self._close_segment(db, segment, turn.seq - 1)
+            segment += 1
+        if shift:
+            self._last_shift = turn.seq
+            self.counts["shifts"] += 1
+        return dataclasses.replace(
+            turn,
+            segment=segment,
+            drift=None if signal is None else float(signal.score),
+            shift=shift,
+        )
+
+    # -- summaries ----------------------------------------------------------------------------
+    def _summary_method(self) -> str:
+        choice = self._owner.config.memory.summary
+        if choice == "auto":
+            return "llm" if self._owner._llm is not None else "extractive"
+        return choice
+
+    def _summarise(self, db: sqlite3.Connection, segment: int, start: int, end: int) -> None:
+        method = self._summary_method()
+        if method == "none" or end < start:
+            return
+        from .summary import SummaryTurn, extractive_summary, llm_summary
+
+        rows = db.execute(
+            f"{_SELECT} WHERE seq BETWEEN ? AND ? ORDER BY seq", (start, end)
+        ).fetchall()
+        turns = [_turn(r) for r in rows]
+        parts = [SummaryTurn(_speaker(t.role, t.metadata), t.text) for t in turns]
+        cfg = self._owner.config.memory
+        count = self._counter()
+        if method == "llm" and self._owner._llm is not None:
+            from ..context.llm import as_completion
+
+            text = llm_summary(parts, cfg.summary_tokens, count, as_completion(self._owner._llm))
+        else:
+            method = "extractive"
+            text = extractive_summary(parts, cfg.summary_tokens, count)
+        if text:
+            db.execute(
+                "INSERT INTO summaries (segment, start_seq, end_seq, text, method) VALUES (?,?,?,?,?)",
+                (segment, start, end, text, method),
+            )
+            self.counts["summaries"] += 1
+        self._summaries_cache = None
+
+    def _summarised_to(self, db: sqlite3.Connection) -> int:
+        row = db.execute("SELECT MAX(end_seq) FROM summaries").fetchone()[0]
+        return -1 if row is None else int(row)
+
+    def _close_segment(self, db: sqlite3.Connection, segment: int, end: int) -> None:
+        with db:
+            self._summarise(db, segment, self._summarised_to(db) + 1, end)
+
+    def _summarise_aged(self, db: sqlite3.Connection) -> None:
+        """Summarise the open segment's turns that have aged out of the verbatim window, in
+        blocks, so the story so far changes only once per block (a stable prompt prefix)."""
+        cfg = self._owner.config.memory
+        block = max(2, _SUMMARY_BLOCK * max(cfg.recent_turns, 1))
+        last = int(db.execute("SELECT COALESCE(MAX(seq), -1) FROM turns").fetchone()[0])
+        done = self._summarised_to(db)
+        aged_end = last - cfg.recent_turns  # turns up to here are no longer shown verbatim
+        if aged_end - done < block:
+            return
+        with db:
+            rows = db.execute(
+                "SELECT segment, MIN(seq), MAX(seq) FROM turns WHERE seq BETWEEN ? AND ? "
+                "GROUP BY segment ORDER BY segment",
+                (done + 1, aged_end),
+            ).fetchall()
+            for segment, start, end in rows:
+                self._summarise(db, int(segment), int(start), int(end))
+
+    def summaries(self) -> list[str]:
+        """The story so far: one summary per block of older turns, oldest first, each headed
+        by its turn range and dates."""
+        with self._lock:
+            db = self._log()
+            if db is None:
+                return []
+            version = int(db.execute("SELECT COALESCE(MAX(id), 0) FROM summaries").fetchone()[0])
+            if self._summaries_cache is not None and self._summaries_cache[0] == version:
+                return list(self._summaries_cache[1])
+            rows = db.execute(
+                "SELECT s.start_seq, s.end_seq, s.text, a.ts, b.ts FROM summaries s "
+                "JOIN turns a ON a.seq = s.start_seq JOIN turns b ON b.seq = s.end_seq "
+                "ORDER BY s.start_seq"
+            ).fetchall()
+            out = []
+            for start, end, text, t0, t1 in rows:
+                d0, d1 = (t0 or "")[:10], (t1 or "")[:10]
+                when = d0 if d0 == d1 else f"{d0} to {d1}"
+                out.append(f"[turns {start}-{end}, {when}]\n{text}")
+            self._summaries_cache = (version, out)
+            return list(out)
+
+    # -- pins ---------------------------------------------------------------------------------
+    def pin(self, text: str) -> int:
+        """Pin a note (an instruction, a fact about the user): every context() carries it.
+
+        Returns:
+            The pin's id, for :meth:`unpin`.
+        """
+        if not isinstance(text, str) or not text.strip():
+            raise InputError("a pin must be a non-empty str")
+        with self._lock:
+            self._check_writable()
+            db = self._log()
+            assert db is not None
+            with db:
+                cur = db.execute(
+                    "INSERT INTO pins (text, created) VALUES (?, ?)", (text, to_iso(utcnow()))
+                )
+            return int(cur.lastrowid or 0)
+
+    def unpin(self, pin_id: int) -> bool:
+        """Remove a pin; False if there was none with that id."""
+        with self._lock:
+            self._check_writable()
+            db = self._log()
+            assert db is not None
+            with db:
+                return db.execute("DELETE FROM pins WHERE id=?", (pin_id,)).rowcount > 0
+
+    def pins(self) -> list[str]:
+        """The pinned notes, oldest first."""
+        with self._lock:
+            db = self._log()
+            return (
+                []
+                if db is None
+                else [r[0] for r in db.execute("SELECT text FROM pins ORDER BY id")]
+            )
+
+    # -- reading ------------------------------------------------------------------------------
+    def history(self, limit: int | None = None) -> list[Hit]:
+        """The turns in order (the last ``limit`` of them, if given), as hits with score 0."""
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
+        ):
+            raise InputError(f"limit must be a non-negative int or None, got {limit!r}")
+        return [t.to_hit(self.session_id) for t in self.turns(limit)]
+
+    def turns(self, limit: int | None = None) -> list[Turn]:
+        """The stored turns in order (the last ``limit`` of them, if given)."""
+        with self._lock:
+            db = self._log()
+            if db is None:
+                return []
+            if limit is None:
+                rows = db.execute(f"{_SELECT} ORDER BY seq").fetchall()
+            else:
+                rows = db.execute(f"{_SELECT} ORDER BY seq DESC LIMIT ?", (limit,)).fetchall()[::-1]
+            return [_turn(r) for r in rows]
+
+    def _turn_rows(self, seqs: Iterable[int]) -> dict[int, Turn]:
+        db = self._log()
+        wanted = sorted(set(seqs))
+        if db is None or not wanted:
+            return {}
+        marks = ",".join("?" * len(wanted))
+        rows = db.execute(f"{_SELECT} WHERE seq IN ({marks})", wanted).fetchall()
+        return {int(r[0]): _turn(r) for r in rows}
+
+    def is_followup(self, query: str) -> bool:
+        """Whether ``query`` is a short follow-up leaning on the previous exchange: a few words,
+        a pronoun pointing back ("and her?", "why did she do that?"), and at most one word
+        of its own content (a new subject means a new search)."""
+        words = [w.lower() for w in _WORD_RE.findall(query)]
+        if not 0 < len(words) <= self._owner.config.memory.followup_max_words:
+            return False
+        if not any(w in _ANAPHORS for w in words):
+            return False
+        return sum(w not in _ANAPHORS and w not in _FILLER for w in words) <= 1
+
+    def _adapted(self) -> bool:
+        """Whether a recent topic shift has retrieval adapted (less recency, wider scope)."""
+        if self._last_shift is None:
+            return False
+        last = len(self) - 1
+        return last - self._last_shift < self._owner.config.memory.shift_turns
+
+    def recall(
+        self,
+        query: str,
+        k: int = 5,
+        *,
+        scope: Literal["session", "user"] | None = None,
+        method: Method = "hybrid",
+        as_of: datetime | None = None,
+        reuse: bool | None = None,
+    ) -> list[Hit]:
+        """The turns that bear on ``query``, best first.
+
+        Args:
+            query: The question (or the user's new message).
+            k: How many turns.
+            scope: "session" (this session only) or "user" (all sessions of this session's
+                user in its namespace). Default: "session", widened to ``[memory] shift_scope``
+                just after a topic shift.
+            method: "hybrid" (dense + BM25 + graph + time, the default), "hypervector" (the
+                numpy-only selector: no model, sub-millisecond) or "recent" (the last k turns).
+            as_of: Only turns at or before this time.
+            reuse: Let a short pronoun-led follow-up reuse the last recall without a new search
+                (default: ``[memory] followup_reuse``). Reused hits carry
+                ``metadata["reused"] = True``.
+
+        Returns:
+            Hits whose ``doc_id`` is the turn id, ``metadata`` holds ``role``, ``session_id`` and
+            ``seq``, and ``timestamp`` the turn's time.
+
+        Raises:
+            InputError: On an empty or over-long query, a bad ``k``, scope or method, or
+                scope "user" for a session opened without a user.
+        """
+        from ..engine import _MAX_K, _validate_query
+
+        query = _validate_query(query)
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= _MAX_K:
+            raise InputError(f"k must be an int between 1 and {_MAX_K}, got {k!r}")
+        if scope not in (None, "session", "user"):
+            raise InputError(f"scope must be 'session' or 'user', got {scope!r}")
+        if method not in ("hybrid", "hypervector", "recent"):
+            raise InputError(f"method must be 'hybrid', 'hypervector' or 'recent', got {method!r}")
+        cfg = self._owner.config.memory
+        with self._lock:
+            self._log()
+            self.counts["recalls"] += 1
+            adapted = self._adapted()
+            if scope is None:
+                scope = cfg.shift_scope if adapted and self.user is not None else "session"
+            if scope == "user" and self.user is None:
+                raise InputError(
+                    f"session {self.session_id!r} has no user; open it with "
+                    "p.conversation(id, user=...) for cross-session recall"
+                )
+            use_reuse = cfg.followup_reuse if reuse is None else bool(reuse)
+            last = self._last
+            if (
+                use_reuse
+                and method == "hybrid"
+                and last is not None
+                and len(last.hits) >= min(k, 1)
+                and not (self._last_shift is not None and self._last_shift > last.after_seq)
+                and len(self) - 1 - last.after_seq <= 2
+                and self.is_followup(query)
+            ):
+                self.counts["followups_reused"] += 1
+                return [_marked(h, reused=True) for h in last.hits[:k]]
+            hits = self._search(query, k, method, as_of, adapted)
+            if scope == "user":
+                hits = self._across_sessions(query, k, method, as_of, hits)
+            if method == "hybrid":
+                self._last = _Recall(query, hits, len(self) - 1)
+            return hits
+
+    def _search(
+        self, query: str, k: int, method: str, as_of: datetime | None, adapted: bool
+    ) -> list[Hit]:
+        cutoff = ensure_utc(as_of)
+        if method == "recent":
+            turns = [t for t in self.turns() if cutoff is None or t.timestamp <= cutoff][-k:]
+            n = len(turns)
+            return [
+                t.to_hit(self.session_id, 1.0 - i / max(n, 1))
+                for i, t in enumerate(reversed(turns))
+            ]
+        if method == "hypervector":
+            hv = self.hypervector()
+            ranked = hv.search(query, k if cutoff is None else min(len(hv), k * 4) or k)
+            rows = self._turn_rows(int(i[1:]) for i, _ in ranked)
+            out = []
+            for tid, score in ranked:
+                t = rows.get(int(tid[1:]))
+                if t is not None and (cutoff is None or t.timestamp <= cutoff):
+                    out.append(t.to_hit(self.session_id, float(score)))
+            return out[:k]
+        if len(self) == 0:
+            return []
+        store = self._index()
+        if store is None:
+            return []
+        cfg = self._owner.config.memory
+        recent = [] if adapted else [t.text for t in self.turns(2)]  # off-topic after a shift
+        res = store.query(query, k=min(4 * k, 1000), as_of=cutoff, context=recent or None)
+        best: dict[str, Hit] = {}
+        for h in res.hits:  # a long turn's passages: the turn once, at its best passage
+            if h.doc_id not in best:
+                meta = {key: v for key, v in h.metadata.items() if key != "context"}
+                best[h.doc_id] = dataclasses.replace(h, metadata=meta)
+        last = len(self) - 1
+        weight = cfg.shift_recency_weight if adapted else cfg.recency_weight
+        scored = []
+        for h in best.values():
+            age = max(0, last - int(h.metadata.get("seq", last)))
+            boost = 1.0 + weight * 2.0 ** (-age / cfg.recency_half_life)
+            scored.append(dataclasses.replace(h, score=float(h.score * boost)))
+        scored.sort(key=lambda h: (-h.score, h.doc_id))
+        return scored[:k]
+
+    def _across_sessions(
+        self, query: str, k: int, method: Method, as_of: datetime | None, own: list[Hit]
+    ) -> list[Hit]:
+        merged = list(own)
+        for info in self._owner._sessions().sessions(self.namespace, self.user):
+            if info.session_id == self.session_id:
+                continue
+            other = self._owner.conversation(info.session_id, namespace=self.namespace)
+            merged.extend(
+                other.recall(query, k, scope="session", method=method, as_of=as_of, reuse=False)
+            )
+        merged.sort(key=lambda h: -h.score)
+        return merged[:k]
+
+    def hypervector(self) -> HypervectorSelector:
+        """The session's hypervector selector (built from the log on first use)."""
+        with self._lock:
+            if self._hv is None:
+                from .hypervector import HypervectorSelector
+
+                cfg = self._owner.config.memory
+                hv = HypervectorSelector(cfg.hv_dim, seed=cfg.hv_seed)
+                turns = self.turns()
+                if turns:
+                    hv.add([t.text for t in turns], [t.id for t in turns])
+                self._hv = hv
+            return self._hv
+
+    # -- prompts ------------------------------------------------------------------------------
+    def _counter(self) -> Any:
+        from .tokens import token_counter
+
+        return token_counter(self._owner.config.memory.tokenizer).count
+
+    def build(
+        self,
+        query: str,
+        token_budget: int = 2000,
+        *,
+        system: str = "",
+        pins: Sequence[str] = (),
+        k: int | None = None,
+        documents_k: int | None = None,
+    ) -> BuiltPrompt:
+        """A prompt for answering ``query``, within ``token_budget`` tokens.
+
+        Sections, in order: ``system``; pinned notes (:meth:`pin` and ``pins``); the story so far
+        (summaries of older turns) — these three form a prefix that stays byte-identical from
+        turn to turn until a new block of turns is summarised, for provider prompt caching —
+        then recalled older turns (each expanded outward to its neighbours when room allows),
+        passages from the main store, the recent turns verbatim, and the question. Under
+        pressure, the weakest recalled items are dropped first, then the largest clipped (marked
+        ``[…]``), then older history compressed; pins are never dropped.
+
+        Args:
+            query: The user's message.
+            token_budget: The whole prompt's budget in tokens (``[memory] tokenizer``); a share
+                (``[memory] headroom``) is left unused for the answer.
+            system: A system prompt, always included.
+            pins: More pinned notes for this prompt only.
+            k: Older turns to recall (default ``[memory] recall_k``).
+            documents_k: Main-store passages to include (default ``[memory] documents_k``, or
+                ``shift_documents_k`` just after a topic shift).
+
+        Returns:
+            The built prompt: ``text``, ``prefix``, ``tokens`` and what was dropped or clipped.
+
+        Raises:
+            InputError: On a bad query or budget, or pins that alone exceed the budget.
+        """
+        from .prompt import PromptBuilder, PromptItem
+
+        cfg = self._owner.config.memory
+        if isinstance(token_budget, bool) or not isinstance(token_budget, int) or token_budget < 1:
+            raise InputError(f"token_budget must be a positive int, got {token_budget!r}")
+        with self._lock:
+            recent = self.turns(cfg.recent_turns) if cfg.recent_turns else []
+            recent_ids = {t.id for t in recent}
+            hits = self.recall(query, k or cfg.recall_k) if len(self) else []
+            hits = [h for h in hits if h.doc_id not in recent_ids]
+            retrieved: list[PromptItem] = []
+            neighbours = self._turn_rows(
+                s
+                for h in hits
+                if h.metadata.get("session_id") == self.session_id
+                for s in (int(h.metadata["seq"]) - 1, int(h.metadata["seq"]) + 1)
+            )
+            for h in hits:
+                text = _render(h)
+                expanded = None
+                if h.metadata.get("session_id") == self.session_id:  # the turns either side
+                    seq = int(h.metadata["seq"])
+                    before, after = neighbours.get(seq - 1), neighbours.get(seq + 1)
+                    parts = [_render(t.to_hit(self.session_id)) for t in (before,) if t] + [text]
+                    parts += [_render(t.to_hit(self.session_id)) for t in (after,) if t]
+                    expanded = "\n".join(parts) if len(parts) > 1 else None
+                retrieved.append(
+                    PromptItem(text=text, score=h.score, id=h.doc_id, expanded=expanded)
+                )
+            n_docs = documents_k
+            if n_docs is None:
+                n_docs = cfg.shift_documents_k if self._adapted() else cfg.documents_k
+            if n_docs > 0 and self._owner.stats().get("documents", 0):
+                for h in self._owner.query(query, k=n_docs).hits:
+                    try:
+                        wide = self._owner.expand(h, 1)
+                    except PensiveError:
+                        wide = None
+                    retrieved.append(
+                        PromptItem(
+                            text=h.text, score=h.score, id=f"doc:{h.chunk_id}", expanded=wide
+                        )
+                    )
+            history = [
+                PromptItem(text=_render(t.to_hit(self.session_id)), id=t.id, role=t.role)
+                for t in recent
+            ]
+            builder = PromptBuilder(
+                self._owner.config.memory.tokenizer,
+                summaries_share=cfg.summaries_share,
+                retrieved_share=cfg.retrieved_share,
+                history_share=cfg.history_share,
+                headroom=cfg.headroom,
+            )
+            return builder.build(
+                token_budget,
+                query=query,
+                system=system,
+                pins=[
+                    PromptItem(text=p, pinned=True, id=f"pin{i}")
+                    for i, p in enumerate([*self.pins(), *pins])
+                ],
+                summaries=[
+                    PromptItem(text=s, id=f"summary{i}") for i, s in enumerate(self.summaries())
+                ],
+                retrieved=retrieved,
+                history=history,
+            )
+
+    def context(self, query: str, token_budget: int = 2000, **options: Any) -> str:
+        """The prompt-ready text of :meth:`build` (same arguments)."""
+        return self.build(query, token_budget, **options).text
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def stats(self) -> dict[str, Any]:
+        """Turns, segments, summaries, shifts, follow-ups reused and recalls made."""
+        with self._lock:
+            db = self._log()
+            turns = segments = summaries = 0
+            if db is not None:
+                turns, segments = db.execute(
+                    "SELECT COUNT(*), COUNT(DISTINCT segment) FROM turns"
+                ).fetchone()
+                summaries = db.execute("SELECT COUNT(*) FROM summaries").fetchone()[0]
+            return {
+                "session_id": self.session_id,
+                "namespace": self.namespace,
+                "user": self.user,
+                "turns": int(turns),
+                "segments": int(segments),
+                "summaries": int(summaries),
+                **self.counts,
+            }
+
+    def clear(self) -> int:
+        """Forget the whole session: its log, index and summaries are deleted from disk.
+
+        Returns:
+            How many turns were forgotten. The conversation stays usable (empty).
+        """
+        with self._lock:
+            self._check_writable()
+            n = len(self)
+            self._release()
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self._hv = None
+            self._drift = None
+            self._last = None
+            self._last_shift = None
+            self._summaries_cache = None
+            self._open_log()
+            return n
+
+    def _release(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def close(self) -> None:
+        """Release the session's files (the owning store does this when it closes)."""
+        with self._lock:
+            if not self._closed:
+                self._release()
+                self._closed = True
+
+    def _check_writable(self) -> None:
+        if self._closed:
+            raise PensiveError(f"conversation {self.session_id!r} is closed")
+        if self.read_only:
+            raise PensiveError(
+                f"conversation {self.session_id!r} is read-only (its store was opened with "
+                "read_only=True)"
+            )
+
+
+_SELECT = "SELECT seq, role, text, ts, metadata, segment, drift, shift FROM turns"
+
+
+def _turn(row: Sequence[Any]) -> Turn:
+    seq, role, text, ts, meta, segment, drift, shift = row
+    when = from_iso(ts)
+    assert when is not None
+    return Turn(
+        turn_id(int(seq)),
+        int(seq),
+        role,
+        text,
+        when,
+        json.loads(meta),
+        int(segment),
+        None if drift is None else float(drift),
+        bool(shift),
+    )
+
+
+def _marked(hit: Hit, **extra: Any) -> Hit:
+    return dataclasses.replace(hit, metadata={**hit.metadata, **extra})
+
+
+def _render(hit: Hit) -> str:
+    """A turn as a prompt shows it: ``[2023-05-08] Caroline: text``."""
+    who = _speaker(str(hit.metadata.get("role", "")), hit.metadata)
+    when = f"[{hit.timestamp:%Y-%m-%d}] " if hit.timestamp is not None else ""
+    return f"{when}{who}: {hit.text}" if who else f"{when}{hit.text}"
+
+
+def session_config(parent: Any) -> dict[str, Any]:
+    """A session store's config: the owner's, with the hot cache off (every turn would
+    invalidate it), the turn-speaker context, and a local vector index."""
+    cfg = parent.model_dump()
+    backend = dict(cfg["backend"])
+    if backend["name"] not in ("faiss", "memory"):
+        backend["name"] = "faiss"  # a session is small and local: no managed index per session
+    return {
+        "backend": backend,
+        "embedder": cfg["embedder"],
+        "chunking": cfg["chunking"],
+        "bm25": cfg["bm25"],
+        "fusion": cfg["fusion"],
+        "router": {**cfg["router"], "l1": False},
+        "graph": cfg["graph"],
+        "temporal": cfg["temporal"],
+        "context": {**cfg["context"], "generator": "auto", "records": "same"},
+        "memory": cfg["memory"],
+    }
