@@ -25,15 +25,19 @@ How the budget is spent:
   not fit, :class:`~pensive_core.errors.InputError`: pins are never dropped or clipped.
 * Of what remains, summaries, retrieved passages and history get their shares (10/60/20% by
   default). A section that needs less than its share gives the rest to the others, retrieved
-  first, then history, then summaries (so does what whole items leave of an allowance). The
+  first, then history (so does what whole items leave of an allowance). Summaries do not
+  borrow: their share is taken of the budget less headroom, system prompt and pins only, and
+  they are cut to their newest sentences without regard to the query, so the cacheable prefix
+  is byte-identical from one turn to the next. The
   unassigned rest is slack: it absorbs the floors below, headers and separators, and widens
   retrieved passages into their ``expanded`` text; it does not buy more whole items, so the
   shares hold when every section has more than it can carry.
 * A section over its allowance degrades in order of least damage: the weakest retrieved
   passages are dropped down to ``min_retrieved``, then the largest are clipped down to
   ``min_item_tokens``; the oldest history turns are replaced by one "[… N earlier turns
-  omitted …]" line, the most recent turn being clipped last; summaries are clipped and dropped
-  last. Only when all that is not enough are the floors themselves given up.
+  omitted …]" line, the most recent turn being clipped last; summaries give way last (the
+  oldest left out first, the oldest kept cut to its closing sentences). Only when all that is
+  not enough are the floors themselves given up.
 
 Clipping never keeps a passage's first N characters: it keeps the sentence that shares the
 most (stemmed) words with the query and grows outward sentence by sentence, alternating after
@@ -122,8 +126,9 @@ class BuiltPrompt:
     Args:
         text: The whole prompt, sections in order.
         prefix: The stable part (system, pins, summaries); ``text`` starts with it. It is
-            byte-identical across builds that share system, pins and summaries, as long as the
-            summaries did not have to be clipped.
+            byte-identical across builds that share budget, system, pins and summaries (summaries
+            are cut the same way whatever the query), unless passages and history at their
+            floors forced the summaries to give way.
         tokens: Tokens of ``text`` as counted by the builder's tokenizer.
         budget: The caller's total budget.
         headroom: Tokens reserved for generation; ``tokens <= budget - headroom``.
@@ -311,6 +316,7 @@ class PromptBuilder:
         limit = token_budget - headroom
         run = _Run(
             self,
+            limit=limit,
             query=query,
             system=system,
             pins=_entries(pins, "pins"),
@@ -411,6 +417,7 @@ class _Run:
         self,
         builder: PromptBuilder,
         *,
+        limit: int,
         query: str,
         system: str,
         pins: list[_Entry],
@@ -445,6 +452,9 @@ class _Run:
             "query": self._section("query", [query]) if query.strip() else "",
         }
         self.fixed_cost = sum(self.n(t) + self.sep_cost for t in self.fixed_text.values() if t)
+        stable = [self.fixed_text["system"], self.fixed_text["pins"]]
+        stable_cost = sum(self.n(t) + self.sep_cost for t in stable if t)
+        self.summary_room = math.floor(max(0, limit - stable_cost) * builder.shares["summaries"])
 
     # ---- counting -------------------------------------------------------------------------
 
@@ -586,6 +596,10 @@ class _Run:
             "history": self.cost_history([_Line(e, e.item.text) for e in self.history]),
         }
         allowance = self._allocate(max(0, target - self.fixed_cost), whole)
+        # The summaries' room depends on nothing that changes from turn to turn (query,
+        # passages, history), and they are cut without looking at the query, so the cacheable
+        # prefix stays byte-identical; they do not borrow what the other sections leave.
+        allowance["summaries"] = min(whole["summaries"], self.summary_room)
         b = self.b
         fits: dict[str, Callable[[int], Any]] = {
             "summaries": lambda a: self.fit_summaries(a, keep=1),
@@ -602,7 +616,7 @@ class _Run:
         # flows on like an unused share, retrieved first.
         used = {s: costs[s](getattr(plan, s)) for s in fits}
         free = sum(allowance.values()) - sum(used.values())
-        for s in ("retrieved", "history", "summaries"):
+        for s in ("retrieved", "history"):
             if free > 0 and used[s] < whole[s]:
                 setattr(plan, s, fits[s](used[s] + free))
                 grown = costs[s](getattr(plan, s))
@@ -632,8 +646,8 @@ class _Run:
         """Split ``remainder`` by the shares; unused share flows retrieved, history, summaries."""
         share = {s: math.floor(remainder * f) for s, f in self.b.shares.items()}
         unused = sum(max(0, share[s] - whole[s]) for s in share)
-        out = {}
-        for s in ("retrieved", "history", "summaries"):
+        out = {"summaries": min(whole["summaries"], share["summaries"])}
+        for s in ("retrieved", "history"):
             grant = min(unused, max(0, whole[s] - share[s]))
             unused -= grant
             out[s] = min(whole[s], share[s] + grant)
@@ -670,24 +684,37 @@ class _Run:
         )
 
     def fit_summaries(self, allowance: int, keep: int) -> list[_Line]:
-        """Summaries within ``allowance``: clip the largest down to the floor, then drop the
-        oldest down to ``keep``."""
-        kept = [_Line(e, e.item.text) for e in self.summaries]
-        if self.cost_summaries(kept) <= allowance:
-            return kept
-        kept = self._clip_lines(
-            kept,
-            allowance,
-            self.b.min_item_tokens,
-            cost=self.cost_summaries,
-            line=lambda entry, body: body,
-        )
-        while self.cost_summaries(kept) > allowance and len(kept) > keep:
-            oldest = next((ln for ln in kept if not ln.entry.pinned), None)
-            if oldest is None:
-                break
-            kept.remove(oldest)
-        return kept
+        """Summaries within ``allowance``, newest kept first: the newest that fit whole, the
+        next older one cut to its closing sentences if at least the floor fits, older ones
+        left out. With ``keep`` the newest stays (cut down to the floor) even if over. The
+        query plays no part, so the same allowance always gives the same text."""
+        whole = [_Line(e, e.item.text) for e in self.summaries]
+        if self.cost_summaries(whole) <= allowance:
+            return whole
+        chosen: dict[int, _Line] = {
+            id(e): _Line(e, e.item.text) for e in self.summaries if e.pinned
+        }
+
+        def lines() -> list[_Line]:
+            return [chosen[id(e)] for e in self.summaries if id(e) in chosen]
+
+        floor = self.b.min_item_tokens
+        for e in reversed([e for e in self.summaries if not e.pinned]):
+            chosen[id(e)] = _Line(e, e.item.text)
+            if self.cost_summaries(lines()) <= allowance:
+                continue
+            chosen[id(e)] = _Line(e, "")
+            room = allowance - self.cost_summaries(lines())
+            first = not any(not ln.entry.pinned and ln.body for ln in chosen.values())
+            body = None
+            if room >= floor or (first and keep):
+                body = self._clip(e, max(room, floor), lambda t: t, tail=True)
+            if body is None:
+                del chosen[id(e)]
+            else:
+                chosen[id(e)] = _Line(e, body, True)
+            break
+        return lines()
 
     def fit_history(self, allowance: int, keep_last: bool) -> list[_HistoryPart]:
         """The most recent turns that fit whole, older ones folded into omission lines; the
@@ -797,13 +824,18 @@ class _Run:
 
     # ---- clipping and widening ------------------------------------------------------------
 
-    def _clip(self, entry: _Entry, max_tokens: int, wrap: Callable[[str], str]) -> str | None:
+    def _clip(
+        self, entry: _Entry, max_tokens: int, wrap: Callable[[str], str], *, tail: bool = False
+    ) -> str | None:
         """The stretch of ``entry``'s text around its best sentence that fits ``max_tokens``
-        once wrapped; markers where text was cut. None if not even one word fits."""
+        once wrapped; markers where text was cut. None if not even one word fits. With
+        ``tail``, the closing sentences instead, whatever the query."""
         text = entry.item.text
         spans = [(s, e) for s, e, _ in split_sentences(text)] or [(0, len(text))]
-        terms = self._terms_for(entry)
-        if terms:
+        terms = frozenset() if tail else self._terms_for(entry)
+        if tail:
+            seed = len(spans) - 1
+        elif terms:
             scores = [(len(terms & self._words(text[s:e])), -i) for i, (s, e) in enumerate(spans)]
             seed = max(range(len(spans)), key=lambda i: scores[i])
         else:
@@ -824,7 +856,7 @@ class _Run:
         lo = hi = seed
         best = render(*spans[seed])
         if not fits(best):
-            return self._clip_words(text, spans[seed], terms, render, fits)
+            return self._clip_words(text, spans[seed], terms, render, fits, tail=tail)
         after, before = hi + 1 < len(spans), lo > 0
         turn_after = True
         while after or before:
@@ -852,13 +884,18 @@ class _Run:
         terms: frozenset[str],
         render: Callable[[int, int], str],
         fits: Callable[[str], bool],
+        *,
+        tail: bool = False,
     ) -> str | None:
-        """Within one over-long sentence: the widest word window around its first query word."""
+        """Within one over-long sentence: the widest word window around its first query word
+        (its last word with ``tail``)."""
         s, e = span
         words = [(s + m.start(), s + m.end()) for m in _WORD_RE.finditer(text[s:e])]
         if not words:
             return None
         center = next((i for i, (a, z) in enumerate(words) if terms & self._words(text[a:z])), 0)
+        if tail:
+            center = len(words) - 1
 
         def window(w: int) -> str:
             start = min(max(0, center - (w - 1) // 2), len(words) - w)

@@ -421,6 +421,26 @@ def test_prefix_is_byte_identical_across_turns():
     assert "## Pinned" not in builder.build(100, query="hi").text  # empty sections left out
 
 
+def test_prefix_stays_identical_when_summaries_are_cut():
+    builder = PromptBuilder(min_item_tokens=8)
+    summaries = [" ".join(sentences(f"Old{i}", 6)) for i in range(3)]
+    summaries.append("Most recently the user asked about trains to Lyon.")
+    built = [
+        builder.build(
+            600,
+            query=q,
+            summaries=summaries,
+            retrieved=[PromptItem(" ".join(sentences(q, 10)), score=1.0)],
+            history=[("user", q)],
+        )
+        for q in ("Old0 sentence filler?", "trains to Lyon?")
+    ]
+    assert built[0].prefix == built[1].prefix
+    assert "summary:0" in built[0].dropped and built[0].clipped[:1] == ("summary:2",)
+    assert built[0].prefix.endswith("Most recently the user asked about trains to Lyon.")
+    assert f"## Summary so far\n{MARKER} " in built[0].prefix
+
+
 def test_retrieved_best_first_and_history_in_order():
     built = PromptBuilder(words).build(
         500,
