@@ -42,6 +42,7 @@ bench: bench-setup
 	$(BIN)/python -m benchmarks.multihop --store $(BENCH)/multihop --scifact-store $(BENCH)/scifact
 	$(BIN)/python -m benchmarks.temporal --store $(BENCH)/temporal --scifact-store $(BENCH)/scifact
 	$(BIN)/python -m benchmarks.contextual --store $(BENCH)/contextual --compare-store $(BENCH)/scifact
+	$(BIN)/python -m benchmarks.memory --store $(BENCH)/memory
 
 lint: $(STAMP)
 	$(BIN)/ruff check pensive_core pensive_llamaindex pensive_langchain tests benchmarks

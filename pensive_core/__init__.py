@@ -16,6 +16,16 @@ from .errors import (
     SchemaVersionError,
 )
 from .fusion import Fused, rrf, weighted, zscore
+from .memory import (
+    BuiltPrompt,
+    Conversation,
+    DriftDetector,
+    DriftSignal,
+    HypervectorSelector,
+    PromptBuilder,
+    PromptItem,
+    Turn,
+)
 from .timeutil import ensure_utc
 from .tokenize import Tokenizer
 from .types import (
@@ -34,11 +44,16 @@ __version__ = "0.1.0"
 __all__ = [
     "Aggregation",
     "BackendError",
+    "BuiltPrompt",
     "Chunk",
     "ConfigError",
+    "Conversation",
     "Document",
+    "DriftDetector",
+    "DriftSignal",
     "Fused",
     "Hit",
+    "HypervectorSelector",
     "IngestReport",
     "InputError",
     "MissingDependencyError",
@@ -46,16 +61,19 @@ __all__ = [
     "Pensive",
     "PensiveConfig",
     "PensiveError",
+    "PromptBuilder",
+    "PromptItem",
     "QueryResult",
     "SchemaVersionError",
     "TimeScope",
     "Tokenizer",
+    "Turn",
     "VectorQuery",
-    "__version__",
     "chunk_text",
     "ensure_utc",
     "load_config",
     "rrf",
     "weighted",
     "zscore",
+    "__version__",
 ]

@@ -329,11 +329,14 @@ class MemoryConfig(_Section):
     recall_k: int = Field(8, ge=1, le=1000)  # older turns recalled into context()
     recency_weight: float = Field(0.1, ge=0.0)  # score x (1 + w * 2^(-age / half_life))
     recency_half_life: float = Field(20.0, gt=0.0)  # in turns
+    neighbour_weight: float = Field(0.5, ge=0.0)  # a turn gains w x its best neighbour's score
     documents_k: int = Field(0, ge=0, le=1000)  # main-store passages in context()
     drift: bool = True  # topic-shift detection between consecutive turns
-    drift_window: int = Field(0, ge=0, le=100)  # 0: the detector's tuned default
-    drift_threshold: float = Field(0.0)  # 0: the detector's tuned default
-    drift_novelty_weight: float = Field(-1.0)  # < 0: the detector's tuned default
+    # tuned on TIAGE's train split (benchmarks/memory_tiage.py); the score is 1 - similarity to
+    # the recent window + novelty_weight x lexical novelty + question cues
+    drift_window: int = Field(2, ge=1, le=100)
+    drift_threshold: float = 0.84
+    drift_novelty_weight: float = Field(0.0, ge=0.0)
     shift_turns: int = Field(2, ge=0)  # turns after a shift that retrieval stays adapted
     shift_recency_weight: float = Field(0.0, ge=0.0)
     shift_scope: Literal["session", "user"] = "user"  # "user": the user's other sessions too

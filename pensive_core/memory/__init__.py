@@ -1,2 +1,21 @@
 """Conversation memory: per-session turns, drift detection, a hypervector selector, rolling
-summaries and a token-budgeted prompt builder."""
+summaries and a token-budgeted prompt builder. Importing loads no model and opens no file."""
+
+from .conversation import Conversation, Turn
+from .drift import DriftDetector, DriftSignal
+from .hypervector import HypervectorSelector
+from .prompt import BuiltPrompt, PromptBuilder, PromptItem
+from .tokens import TokenCounter, token_counter
+
+__all__ = [
+    "BuiltPrompt",
+    "Conversation",
+    "DriftDetector",
+    "DriftSignal",
+    "HypervectorSelector",
+    "PromptBuilder",
+    "PromptItem",
+    "TokenCounter",
+    "Turn",
+    "token_counter",
+]

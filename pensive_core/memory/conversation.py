@@ -25,7 +25,6 @@ import re
 import shutil
 import sqlite3
 import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -34,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from ..context.base import ContextRequest, join_context
+from ..context.base import ContextRequest
 from ..errors import InputError, PensiveError
 from ..timeutil import ensure_utc, from_iso, to_iso, utcnow
 from ..types import Document, Hit
@@ -114,7 +113,10 @@ def turn_id(seq: int) -> str:
 
 
 def turn_context(metadata: Mapping[str, Any]) -> str:
-    """The situating context a turn is embedded with: its speaker."""
+    """The situating context a turn is embedded with: its speaker (a turn's "I" and "you"
+    need one). The turn it answers was tried too (LoCoMo, tune half of the questions): it
+    helped BM25 but hurt dense and multi-hop recall; neighbours are used at query time
+    instead (``[memory] neighbour_weight``)."""
     who = _speaker(str(metadata.get("role", "")), metadata)
     return f"{who}:" if who else ""
 
@@ -128,53 +130,13 @@ def _speaker(role: str, metadata: Mapping[str, Any]) -> str:
 
 
 class TurnContext:
-    """Situates a turn for embedding: who said it (a turn's "I" and "you" need a speaker)."""
+    """Situates a turn for embedding: who said it."""
 
     name = "turn-v1"
 
     def generate(self, requests: Sequence[ContextRequest]) -> list[list[str]]:
         """The speaker for every passage of every turn."""
-        out: list[list[str]] = []
-        for req in requests:
-            out.append([turn_context(req.document.metadata)] * len(req.chunks))
-        return out
-
-
-class _MemoEmbedder:
-    """The shared embedder, remembering what it embedded so drift detection can reuse it."""
-
-    def __init__(self, inner: Any, capacity: int = 8192) -> None:
-        self.inner = inner
-        self.name: str = inner.name
-        self.dim: int = inner.dim
-        self.max_tokens: int = inner.max_tokens
-        self._memo: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._capacity = capacity
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        vecs = self.inner.embed(texts)
-        for text, vec in zip(texts, vecs, strict=True):
-            self._memo[text] = vec
-        while len(self._memo) > self._capacity:
-            self._memo.popitem(last=False)
-        return vecs
-
-    def embed_query(self, text: str) -> np.ndarray:
-        return self.inner.embed_query(text)
-
-    def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        return self.inner.count_tokens(texts)
-
-    def take(self, texts: Sequence[str]) -> np.ndarray:
-        """Vectors of ``texts``: remembered ones taken from the memo, the rest embedded now."""
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        missing = [i for i, t in enumerate(texts) if t not in self._memo]
-        for i, t in enumerate(texts):
-            if t in self._memo:
-                out[i] = self._memo.pop(t)
-        if missing:
-            out[missing] = self.inner.embed([texts[i] for i in missing])
-        return out
+        return [[turn_context(req.document.metadata)] * len(req.chunks) for req in requests]
 
 
 @dataclass
@@ -208,7 +170,6 @@ class Conversation:
         self._lock = threading.RLock()
         self._closed = False
         self._store: Pensive | None = None
-        self._memo: _MemoEmbedder | None = None
         self._db: sqlite3.Connection | None = None
         self._hv: HypervectorSelector | None = None
         self._drift: DriftDetector | None = None
@@ -276,14 +237,13 @@ class Conversation:
             folder = self.folder / "index"
             if self.read_only and not (folder / "pensive.sqlite").is_file():
                 return None
-            self._memo = _MemoEmbedder(self._owner._get_embedder())
             self._store = Pensive(
                 folder,
                 session_config(self._owner.config),
                 read_only=self.read_only,
                 context_generator=TurnContext(),
             )
-            self._store._share_embedder(self._memo)
+            self._store._share_embedder(self._owner._get_embedder())
         return self._store
 
     def _catch_up(self) -> None:
@@ -299,9 +259,12 @@ class Conversation:
         )
         store = self._index()
         assert store is not None
-        store.ingest([self._document(t) for t in turns])
+        self._ingest(store, turns)
         db.executemany("UPDATE turns SET indexed=1 WHERE seq=?", [(t.seq,) for t in turns])
         db.commit()
+
+    def _ingest(self, store: Pensive, turns: Sequence[Turn]) -> None:
+        store.ingest([self._document(t) for t in turns])
 
     def _document(self, turn: Turn) -> Document:
         meta = {**turn.metadata, "role": turn.role, "session_id": self.session_id, "seq": turn.seq}
@@ -378,8 +341,8 @@ class Conversation:
                     ],
                 )
             store = self._index()
-            assert store is not None and self._memo is not None
-            store.ingest([self._document(t) for t in stored])
+            assert store is not None
+            self._ingest(store, stored)
             vectors = self._drift_vectors(stored)
             out: list[Turn] = []
             for t, vec in zip(stored, vectors, strict=True):
@@ -443,32 +406,31 @@ class Conversation:
     def _drift_vectors(self, turns: Sequence[Turn]) -> list[np.ndarray | None]:
         if not self._owner.config.memory.drift:
             return [None] * len(turns)
-        assert self._memo is not None
-        # the very strings the index embedded: their vectors are remembered, not recomputed
-        texts = [join_context(turn_context(self._document(t).metadata), t.text) for t in turns]
-        return list(self._memo.take(texts))
+        # the raw turn, as the detector's thresholds were tuned (the indexed text carries the
+        # previous turn too, which would make every turn look like its neighbour)
+        return list(self._owner._get_embedder().embed([t.text for t in turns]))
 
     def _detector(self) -> DriftDetector:
         if self._drift is None:
             from .drift import DriftDetector
 
             cfg = self._owner.config.memory
-            knobs: dict[str, Any] = {}
-            if cfg.drift_window > 0:
-                knobs["window"] = cfg.drift_window
-            if cfg.drift_threshold != 0.0:
-                knobs["threshold"] = cfg.drift_threshold
-            if cfg.drift_novelty_weight >= 0:
-                knobs["novelty_weight"] = cfg.drift_novelty_weight
-            self._drift = DriftDetector(**knobs)
+            self._drift = DriftDetector(
+                window=cfg.drift_window,
+                threshold=cfg.drift_threshold,
+                novelty_weight=cfg.drift_novelty_weight,
+            )
             db = self._db
             if db is not None:  # reopened: prime the window with the open segment's last turns
                 rows = db.execute(
                     f"{_SELECT} WHERE indexed=1 AND segment=(SELECT MAX(segment) FROM turns) "
-                    "ORDER BY seq DESC LIMIT 8"
-                ).fetchall()
-                for r in reversed(rows):
-                    self._drift.update(r[2])
+                    "ORDER BY seq DESC LIMIT ?",
+                    (cfg.drift_window,),
+                ).fetchall()[::-1]
+                if rows:
+                    vectors = self._owner._get_embedder().embed([r[2] for r in rows])
+                    for r, vec in zip(rows, vectors, strict=True):
+                        self._drift.update(r[2], vec)
         return self._drift
 
     def _place(self, turn: Turn, vector: np.ndarray | None, segment: int) -> Turn:
@@ -778,6 +740,8 @@ class Conversation:
             if h.doc_id not in best:
                 meta = {key: v for key, v in h.metadata.items() if key != "context"}
                 best[h.doc_id] = dataclasses.replace(h, metadata=meta)
+        if cfg.neighbour_weight > 0 and best:
+            best = self._spread(best, cfg.neighbour_weight, cutoff)
         last = len(self) - 1
         weight = cfg.shift_recency_weight if adapted else cfg.recency_weight
         scored = []
@@ -787,6 +751,26 @@ class Conversation:
             scored.append(dataclasses.replace(h, score=float(h.score * boost)))
         scored.sort(key=lambda h: (-h.score, h.doc_id))
         return scored[:k]
+
+    def _spread(
+        self, best: dict[str, Hit], weight: float, cutoff: datetime | None
+    ) -> dict[str, Hit]:
+        """A turn next to a strong match gains ``weight`` x that match's score: an answer is
+        often found by the question just before it, and the reverse."""
+        by_seq = {int(h.metadata["seq"]): h for h in best.values()}
+        spread = {s + d for s in by_seq for d in (-1, 1)} - set(by_seq)
+        rows = self._turn_rows(spread)
+        out: dict[str, Hit] = {}
+        for seq in sorted(set(by_seq) | set(rows)):
+            hit = by_seq.get(seq)
+            if hit is None:
+                turn = rows.get(seq)
+                if turn is None or (cutoff is not None and turn.timestamp > cutoff):
+                    continue
+                hit = dataclasses.replace(turn.to_hit(self.session_id), sources={"neighbour": 1})
+            near = max((by_seq[s].score for s in (seq - 1, seq + 1) if s in by_seq), default=0.0)
+            out[hit.doc_id] = dataclasses.replace(hit, score=float(hit.score + weight * near))
+        return out
 
     def _across_sessions(
         self, query: str, k: int, method: Method, as_of: datetime | None, own: list[Hit]
@@ -1044,5 +1028,4 @@ def session_config(parent: Any) -> dict[str, Any]:
         "graph": cfg["graph"],
         "temporal": cfg["temporal"],
         "context": {**cfg["context"], "generator": "auto", "records": "same"},
-        "memory": cfg["memory"],
     }
