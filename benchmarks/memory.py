@@ -153,8 +153,14 @@ def run_locomo(store: Path, convs: list[dict[str, Any]]) -> dict[str, Any]:
                 s = Pensive(folder, cfg, read_only=True, context_generator=TurnContext())
                 s._share_embedder(embedder)
                 singles[name] = s
-            for q in conv["questions"]:
-                row: dict[str, Any] = {"cat": q["cat"], "n_gold": len(q["gold"])}
+            for qi, q in enumerate(conv["questions"]):
+                # even-numbered questions were the tune half (neighbour_weight and the turn
+                # context were chosen on it); odd-numbered ones were never looked at
+                row: dict[str, Any] = {
+                    "cat": q["cat"],
+                    "n_gold": len(q["gold"]),
+                    "split": "tune" if qi % 2 == 0 else "heldout",
+                }
                 for sel in SELECTORS:
                     t0 = time.perf_counter()
                     if sel in singles:
@@ -191,6 +197,11 @@ def run_locomo(store: Path, convs: list[dict[str, Any]]) -> dict[str, Any]:
 
     answerable = [r for r in rows if r["cat"] != 5]
     result: dict[str, Any] = {"overall": table(answerable)}
+    for split in ("tune", "heldout"):
+        result[f"overall_{split}"] = table([r for r in answerable if r["split"] == split])
+        result[f"multi-hop_{split}"] = table(
+            [r for r in rows if r["cat"] == 1 and r["split"] == split]
+        )
     for cat, name in CATEGORIES.items():
         result[name] = table([r for r in rows if r["cat"] == cat])
     result["latency_ms"] = {sel: percentiles(v) for sel, v in lat.items()}
@@ -252,7 +263,14 @@ def markdown(res: dict[str, Any]) -> str:
             + " | pensive @5 any | pensive @10 all |",
             "|---|---|" + "---|" * (len(SELECTORS) + 2),
         ]
-        for name in ("overall", *CATEGORIES.values()):
+        for name in (
+            "overall",
+            "overall_tune",
+            "overall_heldout",
+            *CATEGORIES.values(),
+            "multi-hop_tune",
+            "multi-hop_heldout",
+        ):
             t = loc[name]
             cells = [f"{t[f'{s}@10_any']:.3f}" for s in SELECTORS]
             lines.append(

@@ -49,6 +49,8 @@ def _stemmer(name: str):  # type: ignore[no-untyped-def]
 
 
 def _split_compound(raw: str) -> list[str]:
+    if raw.isalpha() and (raw.islower() or raw.isupper() or raw[1:].islower()):
+        return [raw]  # a plain word (most tokens): no separator, no camelCase, not a number
     if _is_number(raw):
         return [raw]
     parts: list[str] = []

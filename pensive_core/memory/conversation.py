@@ -605,6 +605,13 @@ class Conversation:
                 rows = db.execute(f"{_SELECT} ORDER BY seq DESC LIMIT ?", (limit,)).fetchall()[::-1]
             return [_turn(r) for r in rows]
 
+    def _turns_until(self, cutoff: datetime, k: int) -> list[Turn]:
+        db = self._log()
+        if db is None:
+            return []
+        rows = db.execute(f"{_SELECT} ORDER BY seq DESC").fetchall()
+        return [t for t in map(_turn, rows) if t.timestamp <= cutoff][:k][::-1]
+
     def _turn_rows(self, seqs: Iterable[int]) -> dict[int, Turn]:
         db = self._log()
         wanted = sorted(set(seqs))
@@ -711,7 +718,7 @@ class Conversation:
     ) -> list[Hit]:
         cutoff = ensure_utc(as_of)
         if method == "recent":
-            turns = [t for t in self.turns() if cutoff is None or t.timestamp <= cutoff][-k:]
+            turns = self.turns(k) if cutoff is None else self._turns_until(cutoff, k)
             n = len(turns)
             return [
                 t.to_hit(self.session_id, 1.0 - i / max(n, 1))
@@ -740,26 +747,28 @@ class Conversation:
             if h.doc_id not in best:
                 meta = {key: v for key, v in h.metadata.items() if key != "context"}
                 best[h.doc_id] = dataclasses.replace(h, metadata=meta)
-        if cfg.neighbour_weight > 0 and best:
-            best = self._spread(best, cfg.neighbour_weight, cutoff)
         last = len(self) - 1
         weight = cfg.shift_recency_weight if adapted else cfg.recency_weight
-        scored = []
-        for h in best.values():
+        for key, h in best.items():
             age = max(0, last - int(h.metadata.get("seq", last)))
             boost = 1.0 + weight * 2.0 ** (-age / cfg.recency_half_life)
-            scored.append(dataclasses.replace(h, score=float(h.score * boost)))
+            best[key] = dataclasses.replace(h, score=float(h.score * boost))
+        if cfg.neighbour_weight > 0 and best:
+            best = self._spread(best, cfg.neighbour_weight, cfg.question_gain, cutoff)
+        scored = list(best.values())
+        if cfg.speaker_weight > 0:
+            scored = [_by_speaker(h, query, cfg.speaker_weight) for h in scored]
         scored.sort(key=lambda h: (-h.score, h.doc_id))
         return scored[:k]
 
     def _spread(
-        self, best: dict[str, Hit], weight: float, cutoff: datetime | None
+        self, best: dict[str, Hit], weight: float, question_gain: float, cutoff: datetime | None
     ) -> dict[str, Hit]:
-        """A turn next to a strong match gains ``weight`` x that match's score: an answer is
-        often found by the question just before it, and the reverse."""
+        """A turn next to a strong match gains ``weight`` x that match's score (the larger of
+        its two neighbours'): an answer is found by the question just before it, and the
+        reverse. After a question the gain is ``1 + question_gain`` times larger."""
         by_seq = {int(h.metadata["seq"]): h for h in best.values()}
-        spread = {s + d for s in by_seq for d in (-1, 1)} - set(by_seq)
-        rows = self._turn_rows(spread)
+        rows = self._turn_rows({s + d for s in by_seq for d in (-1, 0, 1)})
         out: dict[str, Hit] = {}
         for seq in sorted(set(by_seq) | set(rows)):
             hit = by_seq.get(seq)
@@ -768,8 +777,14 @@ class Conversation:
                 if turn is None or (cutoff is not None and turn.timestamp > cutoff):
                     continue
                 hit = dataclasses.replace(turn.to_hit(self.session_id), sources={"neighbour": 1})
-            near = max((by_seq[s].score for s in (seq - 1, seq + 1) if s in by_seq), default=0.0)
-            out[hit.doc_id] = dataclasses.replace(hit, score=float(hit.score + weight * near))
+            before, after = by_seq.get(seq - 1), by_seq.get(seq + 1)
+            gain = 0.0
+            if before is not None:
+                asked = (t := rows.get(seq - 1)) is not None and "?" in t.text
+                gain = weight * (1.0 + question_gain * asked) * before.score
+            if after is not None:
+                gain = max(gain, weight * after.score)
+            out[hit.doc_id] = dataclasses.replace(hit, score=float(hit.score + gain))
         return out
 
     def _across_sessions(
@@ -998,6 +1013,17 @@ def _turn(row: Sequence[Any]) -> Turn:
         None if drift is None else float(drift),
         bool(shift),
     )
+
+
+def _by_speaker(hit: Hit, query: str, weight: float) -> Hit:
+    """A turn whose speaker the question names ("What did Melanie paint?") gains ``weight``."""
+    who = next(
+        (v for k in ("speaker", "name") if isinstance(v := hit.metadata.get(k), str) and v.strip()),
+        None,
+    )
+    if who is None or not re.search(rf"\b{re.escape(who.strip())}\b", query, re.IGNORECASE):
+        return hit
+    return dataclasses.replace(hit, score=float(hit.score * (1.0 + weight)))
 
 
 def _marked(hit: Hit, **extra: Any) -> Hit:
