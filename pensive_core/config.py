@@ -333,6 +333,8 @@ class MemoryConfig(_Section):
     neighbour_weight: float = Field(0.5, ge=0.0)  # a turn gains w x its best neighbour's score
     question_gain: float = Field(0.5, ge=0.0)  # ... x (1 + gain) when that neighbour asked it
     speaker_weight: float = Field(0.25, ge=0.0)  # x (1 + w) for turns by a speaker the query names
+    window_turns: int = Field(5, ge=0, le=50)  # trailing windows indexed beside turns (0/1: off)
+    window_weight: float = Field(1.5, ge=0.0)  # a turn gains w x its best window's score
     documents_k: int = Field(0, ge=0, le=1000)  # main-store passages in context()
     drift: bool = True  # topic-shift detection between consecutive turns
     # tuned on TIAGE's train split (benchmarks/memory_tiage.py); the score is 1 - similarity to

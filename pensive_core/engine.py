@@ -140,6 +140,7 @@ class Pensive:
         self._llm = llm
         self._conversations: dict[tuple[str, str], Conversation] = {}
         self._session_registry: SessionRegistry | None = None
+        self._session_embedder: Any = None  # the embedder as sessions share it (query memo)
         self._backend: VectorBackend | None = None
         self._l1: L1Cache | None = None
         self._changed = False  # content changed since the last commit

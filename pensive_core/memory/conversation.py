@@ -52,6 +52,8 @@ log = logging.getLogger(__name__)
 Method = Literal["hybrid", "hypervector", "recent"]
 RESERVED_KEYS = frozenset({"role", "session_id", "seq", "speaker_label"})
 _MAX_TURN_CHARS = 1_000_000
+_MAX_BLOCKS = 8  # block summaries shown before the oldest are folded into the story so far
+_KEEP_BLOCKS = 4  # the newest blocks kept apart when folding
 _SUMMARY_BLOCK = 2  # a summary part is written once this many x recent_turns have aged out
 # words that point back at the previous exchange; a follow-up has one and hardly anything else
 _ANAPHORS = frozenset(
@@ -70,7 +72,8 @@ CREATE TABLE IF NOT EXISTS turns (
     indexed INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS summaries (
     id INTEGER PRIMARY KEY, segment INTEGER NOT NULL, start_seq INTEGER NOT NULL,
-    end_seq INTEGER NOT NULL, text TEXT NOT NULL, method TEXT NOT NULL);
+    end_seq INTEGER NOT NULL, text TEXT NOT NULL, method TEXT NOT NULL,
+    level INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS pins (id INTEGER PRIMARY KEY, text TEXT NOT NULL, created TEXT NOT NULL);
 """
 
@@ -170,6 +173,7 @@ class Conversation:
         self._lock = threading.RLock()
         self._closed = False
         self._store: Pensive | None = None
+        self._window_store: Pensive | None = None
         self._db: sqlite3.Connection | None = None
         self._hv: HypervectorSelector | None = None
         self._drift: DriftDetector | None = None
@@ -216,6 +220,9 @@ class Conversation:
         self._db = sqlite3.connect(path, check_same_thread=False, timeout=30)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(_SCHEMA)
+        columns = {r[1] for r in self._db.execute("PRAGMA table_info(summaries)")}
+        if "level" not in columns:  # a log written before summaries of summaries
+            self._db.execute("ALTER TABLE summaries ADD COLUMN level INTEGER NOT NULL DEFAULT 0")
         self._db.commit()
         last = self._db.execute("SELECT MAX(seq) FROM turns WHERE shift=1").fetchone()[0]
         self._last_shift = None if last is None else int(last)
@@ -243,8 +250,52 @@ class Conversation:
                 read_only=self.read_only,
                 context_generator=TurnContext(),
             )
-            self._store._share_embedder(self._owner._get_embedder())
+            self._store._share_embedder(_query_memo(self._owner))
         return self._store
+
+    def _windows(self) -> Pensive | None:
+        """The session's index of trailing windows (``[memory] window_turns`` turns each, the
+        speakers named): a short turn is found by the exchange around it."""
+        cfg = self._owner.config.memory
+        if cfg.window_turns <= 1:
+            return None
+        if self._window_store is None:
+            from ..engine import Pensive
+
+            folder = self.folder / "windows"
+            if self.read_only and not (folder / "pensive.sqlite").is_file():
+                return None
+            wcfg = session_config(self._owner.config)
+            wcfg.update(
+                graph={"enabled": False},
+                temporal={"enabled": False},
+                context={**wcfg["context"], "generator": "none"},
+            )
+            self._window_store = Pensive(folder, wcfg, read_only=self.read_only)
+            self._window_store._share_embedder(_query_memo(self._owner))
+            if not self.read_only:
+                made = self._window_store.stats().get("documents", 0)
+                if made < len(self):  # made before windows existed, or an interrupted add
+                    self._index_windows(self.turns())
+        return self._window_store
+
+    def _index_windows(self, turns: Sequence[Turn]) -> None:
+        store = self._windows()
+        if store is None or not turns:
+            return
+        n = self._owner.config.memory.window_turns
+        first = turns[0].seq
+        known = {t.seq: t for t in turns}
+        known.update(self._turn_rows(range(max(0, first - n + 1), first)))
+        docs = []
+        for t in turns:
+            lines = [
+                f"{_speaker(u.role, u.metadata)}: {u.text}"
+                for s in range(max(0, t.seq - n + 1), t.seq + 1)
+                if (u := known.get(s)) is not None
+            ]
+            docs.append(Document(f"w{t.seq:06d}", "\n".join(lines), {"seq": t.seq}, t.timestamp))
+        store.ingest(docs)
 
     def _catch_up(self) -> None:
         """Index turns the log holds but the index lacks (an interrupted add)."""
@@ -265,6 +316,7 @@ class Conversation:
 
     def _ingest(self, store: Pensive, turns: Sequence[Turn]) -> None:
         store.ingest([self._document(t) for t in turns])
+        self._index_windows(turns)
 
     def _document(self, turn: Turn) -> Document:
         meta = {**turn.metadata, "role": turn.role, "session_id": self.session_id, "seq": turn.seq}
@@ -468,33 +520,67 @@ class Conversation:
             return "llm" if self._owner._llm is not None else "extractive"
         return choice
 
+    def _compress(self, parts: Sequence[Any], max_tokens: int) -> tuple[str, str]:
+        """A summary of ``parts`` (speaker, text) and the method that made it."""
+        from .summary import extractive_summary, llm_summary
+
+        count = self._counter()
+        if self._summary_method() == "llm" and self._owner._llm is not None:
+            from ..context.llm import as_completion
+
+            return llm_summary(parts, max_tokens, count, as_completion(self._owner._llm)), "llm"
+        return extractive_summary(parts, max_tokens, count), "extractive"
+
     def _summarise(self, db: sqlite3.Connection, segment: int, start: int, end: int) -> None:
-        method = self._summary_method()
-        if method == "none" or end < start:
+        if self._summary_method() == "none" or end < start:
             return
-        from .summary import SummaryTurn, extractive_summary, llm_summary
+        from .summary import SummaryTurn
 
         rows = db.execute(
             f"{_SELECT} WHERE seq BETWEEN ? AND ? ORDER BY seq", (start, end)
         ).fetchall()
         turns = [_turn(r) for r in rows]
         parts = [SummaryTurn(_speaker(t.role, t.metadata), t.text) for t in turns]
-        cfg = self._owner.config.memory
-        count = self._counter()
-        if method == "llm" and self._owner._llm is not None:
-            from ..context.llm import as_completion
-
-            text = llm_summary(parts, cfg.summary_tokens, count, as_completion(self._owner._llm))
-        else:
-            method = "extractive"
-            text = extractive_summary(parts, cfg.summary_tokens, count)
+        text, method = self._compress(parts, self._owner.config.memory.summary_tokens)
         if text:
             db.execute(
                 "INSERT INTO summaries (segment, start_seq, end_seq, text, method) VALUES (?,?,?,?,?)",
                 (segment, start, end, text, method),
             )
             self.counts["summaries"] += 1
+            self._condense(db)
         self._summaries_cache = None
+
+    def _condense(self, db: sqlite3.Connection) -> None:
+        """Past ``_MAX_BLOCKS`` block summaries, the oldest are folded (with the previous story
+        so far) into one story-so-far summary: the story stays short however long the talk."""
+        from .summary import SummaryTurn
+
+        top = db.execute(
+            "SELECT end_seq, text FROM summaries WHERE level=1 ORDER BY id DESC LIMIT 1"
+        ).fetchone()
+        since = -1 if top is None else int(top[0])
+        blocks = db.execute(
+            "SELECT end_seq, text FROM summaries WHERE level=0 AND start_seq > ? ORDER BY start_seq",
+            (since,),
+        ).fetchall()
+        if len(blocks) <= _MAX_BLOCKS:
+            return
+        old = blocks[: len(blocks) - _KEEP_BLOCKS]
+        parts = []
+        for text in ([top[1]] if top else []) + [b[1] for b in old]:
+            for line in text.splitlines():
+                who, sep, said = line.partition(": ")
+                if line.strip():
+                    parts.append(SummaryTurn(who, said) if sep else SummaryTurn("", line))
+        text, method = self._compress(parts, 2 * self._owner.config.memory.summary_tokens)
+        if text:
+            db.execute("DELETE FROM summaries WHERE level=1")
+            db.execute(
+                "INSERT INTO summaries (segment, start_seq, end_seq, text, method, level) "
+                "VALUES (-1, 0, ?, ?, ?, 1)",
+                (int(old[-1][0]), text, method),
+            )
 
     def _summarised_to(self, db: sqlite3.Connection) -> int:
         row = db.execute("SELECT MAX(end_seq) FROM summaries").fetchone()[0]
@@ -534,15 +620,17 @@ class Conversation:
             if self._summaries_cache is not None and self._summaries_cache[0] == version:
                 return list(self._summaries_cache[1])
             rows = db.execute(
-                "SELECT s.start_seq, s.end_seq, s.text, a.ts, b.ts FROM summaries s "
+                "SELECT s.start_seq, s.end_seq, s.text, a.ts, b.ts, s.level FROM summaries s "
                 "JOIN turns a ON a.seq = s.start_seq JOIN turns b ON b.seq = s.end_seq "
-                "ORDER BY s.start_seq"
+                "WHERE s.level = 1 OR s.start_seq > (SELECT COALESCE(MAX(end_seq), -1) "
+                "FROM summaries WHERE level = 1) ORDER BY s.level DESC, s.start_seq"
             ).fetchall()
             out = []
-            for start, end, text, t0, t1 in rows:
+            for start, end, text, t0, t1, level in rows:
                 d0, d1 = (t0 or "")[:10], (t1 or "")[:10]
                 when = d0 if d0 == d1 else f"{d0} to {d1}"
-                out.append(f"[turns {start}-{end}, {when}]\n{text}")
+                head = "story so far, turns" if level else "turns"
+                out.append(f"[{head} {start}-{end}, {when}]\n{text}")
             self._summaries_cache = (version, out)
             return list(out)
 
@@ -753,6 +841,9 @@ class Conversation:
             age = max(0, last - int(h.metadata.get("seq", last)))
             boost = 1.0 + weight * 2.0 ** (-age / cfg.recency_half_life)
             best[key] = dataclasses.replace(h, score=float(h.score * boost))
+        windows = self._windows()
+        if windows is not None and cfg.window_weight > 0:
+            best = self._add_windows(best, windows, query, k, cutoff)
         if cfg.neighbour_weight > 0 and best:
             best = self._spread(best, cfg.neighbour_weight, cfg.question_gain, cutoff)
         scored = list(best.values())
@@ -760,6 +851,31 @@ class Conversation:
             scored = [_by_speaker(h, query, cfg.speaker_weight) for h in scored]
         scored.sort(key=lambda h: (-h.score, h.doc_id))
         return scored[:k]
+
+    def _add_windows(
+        self, best: dict[str, Hit], windows: Pensive, query: str, k: int, cutoff: datetime | None
+    ) -> dict[str, Hit]:
+        """Each turn gains ``window_weight`` x the score of the best window holding it."""
+        cfg = self._owner.config.memory
+        n = cfg.window_turns
+        prior: dict[int, float] = {}
+        for h in windows.query(query, k=min(3 * k, 1000), as_of=cutoff).hits:
+            end = int(h.metadata["seq"])
+            for seq in range(max(0, end - n + 1), end + 1):
+                prior[seq] = max(prior.get(seq, 0.0), h.score)
+        by_seq = {int(h.metadata["seq"]): h for h in best.values()}
+        rows = self._turn_rows(set(prior) - set(by_seq))
+        out: dict[str, Hit] = {}
+        for seq in set(by_seq) | set(prior):
+            hit = by_seq.get(seq)
+            if hit is None:
+                turn = rows.get(seq)
+                if turn is None or (cutoff is not None and turn.timestamp > cutoff):
+                    continue
+                hit = dataclasses.replace(turn.to_hit(self.session_id), sources={"window": 1})
+            gain = cfg.window_weight * prior.get(seq, 0.0)
+            out[hit.doc_id] = dataclasses.replace(hit, score=float(hit.score + gain))
+        return out
 
     def _spread(
         self, best: dict[str, Hit], weight: float, question_gain: float, cutoff: datetime | None
@@ -974,6 +1090,9 @@ class Conversation:
         if self._store is not None:
             self._store.close()
             self._store = None
+        if self._window_store is not None:
+            self._window_store.close()
+            self._window_store = None
         if self._db is not None:
             self._db.close()
             self._db = None
@@ -1013,6 +1132,43 @@ def _turn(row: Sequence[Any]) -> Turn:
         None if drift is None else float(drift),
         bool(shift),
     )
+
+
+class _QueryMemo:
+    """The owner's embedder, remembering its last query vectors: a recall asks the turn index
+    and the window index the same question, and should embed it once."""
+
+    def __init__(self, inner: Any, size: int = 32) -> None:
+        self.inner = inner
+        self.name, self.dim, self.max_tokens = inner.name, inner.dim, inner.max_tokens
+        self._size = size
+        self._last: dict[str, np.ndarray] = {}
+        self._lock = threading.Lock()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return self.inner.embed(texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        with self._lock:
+            vec = self._last.get(text)
+        if vec is None:
+            vec = self.inner.embed_query(text)
+            with self._lock:
+                if len(self._last) >= self._size:
+                    self._last.pop(next(iter(self._last)))
+                self._last[text] = vec
+        return vec
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return self.inner.count_tokens(texts)
+
+
+def _query_memo(owner: Pensive) -> _QueryMemo:
+    memo = getattr(owner, "_session_embedder", None)
+    if memo is None or memo.inner is not owner._get_embedder():
+        memo = _QueryMemo(owner._get_embedder())
+        owner._session_embedder = memo
+    return memo
 
 
 def _by_speaker(hit: Hit, query: str, weight: float) -> Hit:

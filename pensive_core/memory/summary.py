@@ -111,7 +111,8 @@ def _render(
         if t == last_turn:
             lines[-1] += " " + text
         else:
-            lines.append(f"{turns[t].speaker}: {text}")
+            who = turns[t].speaker
+            lines.append(f"{who}: {text}" if who else text)
             last_turn = t
     return "\n".join(lines)
 

@@ -293,7 +293,7 @@ def test_context_can_bring_main_store_passages(tmp_path):
         assert "smoked tofu" not in chat.build("what replaces guanciale?", 800).text
 
 
-def test_a_turn_is_embedded_for_the_index_and_once_raw_for_drift(tmp_path):
+def test_a_turn_is_embedded_for_the_index_its_window_and_once_raw_for_drift(tmp_path):
     with store(tmp_path) as p:
         inner = p._get_embedder()
         calls = []
@@ -315,12 +315,12 @@ def test_a_turn_is_embedded_for_the_index_and_once_raw_for_drift(tmp_path):
         chat = p.conversation("s")
         chat.add("user", "one turn, embedded with its context and raw for drift")
         chat.add("user", "another turn")
-        assert sum(calls) == 4
+        assert sum(calls) == 6
         with Pensive(tmp_path / "other", {**HASH_CONFIG, "memory": {"drift": False}}) as q:
             q._embedder = Counting()
             calls.clear()
-            q.conversation("s").add("user", "no drift: embedded once")
-            assert sum(calls) == 1
+            q.conversation("s").add("user", "no drift: the turn and its window")
+            assert sum(calls) == 2
 
 
 def test_log_schema_is_plain_sqlite(tmp_path):
@@ -330,3 +330,65 @@ def test_log_schema_is_plain_sqlite(tmp_path):
         folder = chat.folder
     db = sqlite3.connect(folder / "memory.sqlite")
     assert db.execute("SELECT role, text FROM turns").fetchall() == [("user", "hello there")]
+
+
+def test_windows_are_indexed_beside_turns_and_caught_up(tmp_path):
+    with store(tmp_path) as p:
+        chat = p.conversation("s")
+        fill(chat, PASTA)
+        windows = chat._windows()
+        assert windows is not None and windows.stats()["documents"] == len(PASTA)
+        last = windows.get(f"w{len(PASTA) - 1:06d}")  # the 5 turns ending with the last one
+        assert last.text.count("\n") == 4 and last.text.endswith(PASTA[-1][1])
+        folder = chat.folder
+    import shutil
+
+    shutil.rmtree(folder / "windows")  # a store from before windows, or a lost folder
+    with Pensive(tmp_path / "store") as p:
+        chat = p.conversation("s")
+        assert chat.recall("scrambled eggs", k=2)
+        assert chat._windows().stats()["documents"] == len(PASTA)
+    with store(tmp_path / "off", window_turns=0) as p:
+        chat = p.conversation("s")
+        fill(chat, PASTA[:2])
+        assert chat._windows() is None and not (chat.folder / "windows").exists()
+
+
+def test_llm_summaries_and_their_fallback(tmp_path):
+    prompts = []
+
+    def llm(prompt: str) -> str:
+        prompts.append(prompt)
+        return "The user is cooking carbonara for the family and asked about eggs and salt."
+
+    cfg = {**HASH_CONFIG, "memory": {"recent_turns": 2}}
+    with Pensive(tmp_path / "a", cfg, llm=llm) as p:
+        chat = p.conversation("s")
+        fill(chat, PASTA * 2)
+        story = chat.summaries()
+        assert story and "cooking carbonara for the family" in story[0]
+        assert any("pecorino" in pr for pr in prompts)  # the transcript reached the model
+
+    def broken(prompt: str) -> str:
+        raise RuntimeError("model down")
+
+    with Pensive(tmp_path / "b", cfg, llm=broken) as p:
+        chat = p.conversation("s")
+        fill(chat, PASTA * 2)  # the model failing loses no turn
+        assert len(chat) == 2 * len(PASTA)
+        story = chat.summaries()
+        assert story and "carbonara" in story[0].lower()  # the extractive summary stood in
+
+
+def test_old_summaries_fold_into_a_story_so_far(tmp_path):
+    with store(tmp_path, recent_turns=1, drift=False) as p:  # a block every 2 aged turns
+        chat = p.conversation("s")
+        fill(chat, PASTA * 5)  # 30 turns: more blocks than are shown apart
+        story = chat.summaries()
+        assert story[0].startswith("[story so far, turns 0-")
+        assert 1 < len(story) <= 1 + 8
+        folded_to = int(story[0].split("-")[1].split(",")[0])
+        first_block = int(story[1].split()[1].split("-")[0])
+        assert first_block == folded_to + 1  # nothing shown twice, nothing left out
+    db = sqlite3.connect(chat.folder / "memory.sqlite")
+    assert db.execute("SELECT COUNT(*) FROM summaries WHERE level=1").fetchone()[0] == 1
