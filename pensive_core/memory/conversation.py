@@ -180,7 +180,7 @@ class Conversation:
         self._last: _Recall | None = None
         self._last_shift: int | None = None
         self._summaries_cache: tuple[int, list[str]] | None = None
-        self.counts = {"followups_reused": 0, "recalls": 0, "shifts": 0, "summaries": 0}
+        self.counts = {"followups_reused": 0, "recalls": 0}  # this process's
         self._open_log()
 
     # -- properties -----------------------------------------------------------------------
@@ -505,7 +505,6 @@ class Conversation:
             segment += 1
         if shift:
             self._last_shift = turn.seq
-            self.counts["shifts"] += 1
         return dataclasses.replace(
             turn,
             segment=segment,
@@ -547,7 +546,6 @@ class Conversation:
                 "INSERT INTO summaries (segment, start_seq, end_seq, text, method) VALUES (?,?,?,?,?)",
                 (segment, start, end, text, method),
             )
-            self.counts["summaries"] += 1
             self._condense(db)
         self._summaries_cache = None
 
@@ -1051,10 +1049,10 @@ class Conversation:
         """Turns, segments, summaries, shifts, follow-ups reused and recalls made."""
         with self._lock:
             db = self._log()
-            turns = segments = summaries = 0
+            turns = segments = summaries = shifts = 0
             if db is not None:
-                turns, segments = db.execute(
-                    "SELECT COUNT(*), COUNT(DISTINCT segment) FROM turns"
+                turns, segments, shifts = db.execute(
+                    "SELECT COUNT(*), COUNT(DISTINCT segment), COALESCE(SUM(shift), 0) FROM turns"
                 ).fetchone()
                 summaries = db.execute("SELECT COUNT(*) FROM summaries").fetchone()[0]
             return {
@@ -1064,6 +1062,7 @@ class Conversation:
                 "turns": int(turns),
                 "segments": int(segments),
                 "summaries": int(summaries),
+                "shifts": int(shifts),
                 **self.counts,
             }
 

@@ -392,3 +392,12 @@ def test_old_summaries_fold_into_a_story_so_far(tmp_path):
         assert first_block == folded_to + 1  # nothing shown twice, nothing left out
     db = sqlite3.connect(chat.folder / "memory.sqlite")
     assert db.execute("SELECT COUNT(*) FROM summaries WHERE level=1").fetchone()[0] == 1
+
+
+def test_stats_count_what_is_stored_across_reopen(tmp_path):
+    with store(tmp_path, recent_turns=1, drift=False) as p:
+        fill(p.conversation("s"), PASTA * 2)
+    with Pensive(tmp_path / "store") as p:
+        st = p.conversation("s").stats()
+        assert st["turns"] == 2 * len(PASTA) and st["summaries"] >= 1 and st["shifts"] == 0
+        assert st["recalls"] == 0 and st["followups_reused"] == 0  # this process's counters
