@@ -865,15 +865,18 @@ class Conversation:
         rows = self._turn_rows(set(prior) - set(by_seq))
         out: dict[str, Hit] = {}
         for seq in set(by_seq) | set(prior):
-            hit = by_seq.get(seq)
+            hit = by_seq.get(seq) or self._reached(rows.get(seq), cutoff, "window")
             if hit is None:
-                turn = rows.get(seq)
-                if turn is None or (cutoff is not None and turn.timestamp > cutoff):
-                    continue
-                hit = dataclasses.replace(turn.to_hit(self.session_id), sources={"window": 1})
+                continue
             gain = cfg.window_weight * prior.get(seq, 0.0)
             out[hit.doc_id] = dataclasses.replace(hit, score=float(hit.score + gain))
         return out
+
+    def _reached(self, turn: Turn | None, cutoff: datetime | None, via: str) -> Hit | None:
+        """A turn that neither list found but ``via`` reached, as a hit (None past the cutoff)."""
+        if turn is None or (cutoff is not None and turn.timestamp > cutoff):
+            return None
+        return dataclasses.replace(turn.to_hit(self.session_id), sources={via: 1})
 
     def _spread(
         self, best: dict[str, Hit], weight: float, question_gain: float, cutoff: datetime | None
@@ -885,12 +888,9 @@ class Conversation:
         rows = self._turn_rows({s + d for s in by_seq for d in (-1, 0, 1)})
         out: dict[str, Hit] = {}
         for seq in sorted(set(by_seq) | set(rows)):
-            hit = by_seq.get(seq)
+            hit = by_seq.get(seq) or self._reached(rows.get(seq), cutoff, "neighbour")
             if hit is None:
-                turn = rows.get(seq)
-                if turn is None or (cutoff is not None and turn.timestamp > cutoff):
-                    continue
-                hit = dataclasses.replace(turn.to_hit(self.session_id), sources={"neighbour": 1})
+                continue
             before, after = by_seq.get(seq - 1), by_seq.get(seq + 1)
             gain = 0.0
             if before is not None:
