@@ -1,7 +1,56 @@
-"""LangChain adapters for Pensive (retriever, store, chat history, cache, agent memory).
+"""LangChain adapters for Pensive: retriever, chat history, LLM cache, store, agent memory.
 
-Nothing is exported yet: the adapters are built in their own issue. Use ``pensive_core`` directly
-until then.
+The adapters only convert between Pensive's types and LangChain's; the logic is in
+``pensive_core``. Install with ``pip install "pensive[langchain]"``.
 """
 
-__all__: list[str] = []
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from pensive_core.errors import MissingDependencyError
+
+try:
+    import langchain_core  # noqa: F401
+except ImportError as e:  # pragma: no cover - exercised with the extra uninstalled
+    raise MissingDependencyError("langchain_core", "langchain", "The LangChain adapters") from e
+
+from .cache import PensiveCache
+from .history import PensiveChatMessageHistory
+from .retriever import PensiveRetriever
+
+__all__ = [
+    "PensiveRetriever",
+    "PensiveChatMessageHistory",
+    "PensiveCache",
+    "PensiveStore",
+    "PensiveMemoryMiddleware",
+]
+
+# imported on first use: the LangGraph store and the agent middleware need langgraph/langchain
+_LAZY = {
+    "PensiveStore": ".store",
+    "PensiveMemoryMiddleware": ".middleware",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    try:
+        mod = importlib.import_module(module, __name__)
+    except ModuleNotFoundError as e:
+        if e.name == __name__ + module:  # the module itself is absent, not one of its imports
+            raise AttributeError(
+                f"module {__name__!r} has no attribute {name!r} ({__name__}{module} is missing)"
+            ) from e
+        raise
+    value = getattr(mod, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
