@@ -1,7 +1,26 @@
-"""LlamaIndex adapters for Pensive (retriever, node postprocessors, memory block).
+"""LlamaIndex adapters for Pensive: a retriever, node postprocessors and a memory block.
 
-Nothing is exported yet: the adapters are built in their own issue. Use ``pensive_core`` directly
-until then.
+They convert between Pensive's values and LlamaIndex's types; the logic is ``pensive_core``'s.
+Needs the ``llamaindex`` extra (``pip install "pensive[llamaindex]"``); importing this package
+without it raises :class:`~pensive_core.errors.MissingDependencyError`.
 """
 
-__all__: list[str] = []
+from .memory import PensiveMemoryBlock, render_turn
+from .postprocessors import (
+    GraphBoostPostprocessor,
+    RerankPostprocessor,
+    TemporalPostprocessor,
+    TokenBudgetPostprocessor,
+)
+from .retriever import PensiveRetriever, hit_to_node
+
+__all__ = [
+    "GraphBoostPostprocessor",
+    "PensiveMemoryBlock",
+    "PensiveRetriever",
+    "RerankPostprocessor",
+    "TemporalPostprocessor",
+    "TokenBudgetPostprocessor",
+    "hit_to_node",
+    "render_turn",
+]
