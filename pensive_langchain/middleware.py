@@ -40,7 +40,8 @@ class PensiveMemoryMiddleware(AgentMiddleware):
         session_id: The session to remember into; if None, taken per run from the runtime
             context (a ``session_id`` key or attribute), else the thread id
             (``config["configurable"]["thread_id"]``).
-        user: The user the session belongs to (see :meth:`Pensive.conversation`).
+        user: The user the session belongs to (see :meth:`Pensive.conversation`); with a user,
+            recall covers all of that user's sessions, so a new session remembers the old ones.
         namespace: The session namespace.
         k: How many remembered turns to show the model.
         header: The line above the remembered turns in the system prompt.
@@ -102,9 +103,10 @@ class PensiveMemoryMiddleware(AgentMiddleware):
     def _with_memories(self, request: ModelRequest, chat: Conversation) -> ModelRequest:
         last = _last(request.messages, HumanMessage)
         query = last[1].text.strip() if last else ""
-        if not query or not len(chat):
+        scope = "user" if self.user is not None else "session"
+        if not query or (scope == "session" and not len(chat)):
             return request
-        hits = chat.recall(query, self.k)
+        hits = chat.recall(query, self.k, scope=scope)
         if not hits:
             return request
         lines = "\n".join(f"- {h.metadata.get('role', 'turn')}: {h.text}" for h in hits)

@@ -110,3 +110,21 @@ def test_async_path(hash_store):
     assert out["messages"][-1].content == "Your favourite colour is blue."
     assert "My favourite colour is blue" in _system(model.seen[1])
     assert len(hash_store.conversation("a1").history()) == 4
+
+
+def test_with_a_user_a_new_session_remembers_the_old_ones(hash_store):
+    model = _model("Noted.", "You live in Lisbon.")
+
+    def agent(session):
+        mw = PensiveMemoryMiddleware(hash_store, session_id=session, user="ana")
+        return create_agent(model=model, tools=[], middleware=[mw])
+
+    agent("monday").invoke({"messages": [{"role": "user", "content": "I moved to Lisbon"}]})
+    agent("tuesday").invoke({"messages": [{"role": "user", "content": "Where do I live, Lisbon?"}]})
+    assert "I moved to Lisbon" in _system(model.seen[1])
+    stranger = PensiveMemoryMiddleware(hash_store, session_id="x", user="bob")
+    model2 = _model("Hm?")
+    create_agent(model=model2, tools=[], middleware=[stranger]).invoke(
+        {"messages": [{"role": "user", "content": "Where do I live, Lisbon?"}]}
+    )
+    assert "I moved to Lisbon" not in _system(model2.seen[0])  # another user's memory
