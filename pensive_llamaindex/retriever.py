@@ -33,8 +33,9 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 __all__ = ["PensiveRetriever", "hit_to_node"]
 
-#: Metadata keys the adapter adds that an LLM does not need to read.
-_NOT_FOR_LLM = ("tier", "sources", "superseded_by", "valid_to")
+#: Metadata keys the adapter adds that an LLM does not need to read (``valid_from`` and
+#: ``valid_to`` stay: when a statement held is what lets it answer "now" or "as of").
+_NOT_FOR_LLM = ("tier", "sources", "superseded_by")
 #: ... nor an embedding model to embed.
 _NOT_FOR_EMBEDDING = ("doc_id", "tier", "sources", "superseded_by", "valid_from", "valid_to")
 

@@ -128,6 +128,9 @@ def test_retriever_carries_supersession(hash_store):
     assert datetime.fromisoformat(old["valid_to"]) == datetime(2024, 3, 1, tzinfo=UTC)
     assert datetime.fromisoformat(old["valid_from"]) == datetime(2019, 1, 1, tzinfo=UTC)
     assert new["superseded_by"] is None and "valid_to" not in new
+    # the LLM sees when the old statement stopped holding, not Pensive's bookkeeping
+    llm_text = by_doc["old"].node.get_content(metadata_mode=MetadataMode.LLM)
+    assert "valid_to: 2024-03-01" in llm_text and "superseded_by" not in llm_text
 
 
 def test_retriever_options_reach_the_store(store):
