@@ -24,10 +24,10 @@ from typing import Any
 
 from .errors import InputError
 from .graph.extract import EntityExtractor, RuleExtractor, normalize_entity
-from .memory.prompt import PromptBuilder, PromptItem, _Entry, _Run
+from .memory.prompt import PromptBuilder, clip_passage
 from .temporal.dates import parse_date
 from .temporal.statements import RuleStatementExtractor, StatementExtractor
-from .temporal.store import TemporalView, _Row
+from .temporal.store import TemporalView
 from .timeutil import ensure_utc
 
 __all__ = [
@@ -138,23 +138,12 @@ def temporal_rescore(
     # record order: undated passages first (by position), then by time -- an undated
     # "change" then supersedes only undated passages before it, never a dated one
     order = sorted(kept, key=lambda i: (times[i] is not None, times[i] or datetime.min, i))
-    rows: list[_Row] = []
+    statements = []
     for i in order:
         t = times[i]
-        for s in ext.extract(items[i][0], t):
-            when = s.valid_from if s.valid_from is not None else t
-            rows.append(
-                _Row(
-                    len(rows),
-                    str(i),
-                    s.slot,
-                    s.value,
-                    s.correction,
-                    s.change,
-                    None if when is None else when.timestamp(),
-                )
-            )
-    view = TemporalView(rows, {})
+        for st in ext.extract(items[i][0], t):
+            statements.append((str(i), st, st.valid_from if st.valid_from is not None else t))
+    view = TemporalView.from_statements(statements)
     out = []
     for i in kept:
         vf, vt, by = view.validity(str(i))
@@ -281,18 +270,7 @@ def fit_budget(
             continue
         if room >= min_tokens:
             # the prompt builder's clipping: the query's best sentence, grown outward
-            entry = _Entry(PromptItem(text, id=str(i)), str(i), "retrieved", 0)
-            run = _Run(
-                builder,
-                limit=token_budget,
-                query=query,
-                system="",
-                pins=[],
-                summaries=[],
-                retrieved=[entry],
-                history=[],
-            )
-            body = run._clip(entry, room, lambda s: s)
+            body = clip_passage(builder, text, query, room)
             if body:
                 out.append(Budgeted(i, body, True, count(body)))
         break

@@ -62,7 +62,7 @@ from ..tokenize import Tokenizer
 from ..types import Hit
 from .tokens import TokenCounter, token_counter
 
-__all__ = ["PromptItem", "BuiltPrompt", "PromptBuilder", "SECTIONS"]
+__all__ = ["PromptItem", "BuiltPrompt", "PromptBuilder", "SECTIONS", "clip_passage"]
 
 logger = logging.getLogger(__name__)
 
@@ -956,3 +956,30 @@ class _Run:
                     before = False
                 state[i] = [exp, spans, a, z, after, before, not go_after]
         return out
+
+
+def clip_passage(builder: PromptBuilder, text: str, query: str, max_tokens: int) -> str:
+    """``text`` cut to ``max_tokens`` the way the builder clips a retrieved passage: from the
+    sentence sharing the most words with ``query``, grown outward, cuts marked; never its head.
+
+    Args:
+        builder: Supplies the token counter, the clip marker and the floors.
+        text: The passage.
+        query: The question it was retrieved for.
+        max_tokens: The most tokens the result may take.
+
+    Returns:
+        The clipped text ("" if nothing worth keeping fits).
+    """
+    entry = _Entry(PromptItem(text, id="0"), "0", "retrieved", 0)
+    run = _Run(
+        builder,
+        limit=max_tokens,
+        query=query,
+        system="",
+        pins=[],
+        summaries=[],
+        retrieved=[entry],
+        history=[],
+    )
+    return run._clip(entry, max_tokens, lambda s: s) or ""

@@ -18,6 +18,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import Any
 
 from ..archive import write_transaction
 from ..timeutil import ensure_utc, to_iso
@@ -103,6 +104,30 @@ class TemporalView:
                 df[w] += 1
         n = max(1, len(rows))
         self._weight = {w: math.log(1 + n / c) for w, c in df.items()}
+
+    @classmethod
+    def from_statements(
+        cls, statements: Sequence[tuple[str, Any, datetime | None]]
+    ) -> TemporalView:
+        """Supersession over statements given in record order, outside any store.
+
+        Args:
+            statements: ``(passage id, statement, valid from)``, oldest record first; a
+                statement has ``slot``, ``value``, ``correction`` and ``change``.
+        """
+        rows = [
+            _Row(
+                i,
+                cid,
+                st.slot,
+                st.value,
+                st.correction,
+                st.change,
+                None if t is None else t.timestamp(),
+            )
+            for i, (cid, st, t) in enumerate(statements)
+        ]
+        return cls(rows, {})
 
     def slot_match(self, i: int, words: frozenset[str]) -> float:
         """How much of statement ``i``'s slot the question's words name, weighted by how rare
