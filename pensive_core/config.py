@@ -351,6 +351,7 @@ class MemoryConfig(_Section):
     summary_tokens: int = Field(120, ge=16, le=4000)  # per segment
     followup_reuse: bool = True  # "and her?" reuses the last recall instead of searching
     followup_max_words: int = Field(6, ge=1, le=50)
+    max_open_sessions: int = Field(32, ge=1)  # past this, idle sessions release their files
     hv_dim: int = Field(2048, ge=64)  # hypervector selector (recall(method="hypervector"))
     hv_seed: int = 0
     tokenizer: str = "cl100k_base"  # tiktoken encoding for prompt budgets (bundled offline)

@@ -1877,6 +1877,7 @@ class Pensive:
             key = (namespace, session_id)
             conv = self._conversations.get(key)
             if conv is not None and not conv.closed:
+                self._suspend_idle(conv)
                 if user is not None and conv.user != user:
                     conv._info = self._sessions().register(namespace, session_id, user)
                 return conv
@@ -1885,7 +1886,24 @@ class Pensive:
             info = self._sessions().register(namespace, session_id, user)
             conv = Conversation(self, info)
             self._conversations[key] = conv
+            self._suspend_idle(conv)
             return conv
+
+    def _suspend_idle(self, keep: Conversation) -> None:
+        """``keep`` is the most recently used session; past ``[memory] max_open_sessions``
+        open ones, the least recently used release their files (they reopen on next use;
+        one in use by another thread is skipped, never waited for)."""
+        with self._lock:
+            key = (keep.namespace, keep.session_id)
+            if self._conversations.get(key) is keep:
+                self._conversations[key] = self._conversations.pop(key)
+            live = [c for c in self._conversations.values() if not c.closed and not c.suspended]
+            excess = len(live) - self.config.memory.max_open_sessions
+            for conv in live:
+                if excess <= 0:
+                    break
+                if conv is not keep and conv.suspend():
+                    excess -= 1
 
     def conversations(self, namespace: str = "default", user: str | None = None) -> list[str]:
         """The session ids stored in ``namespace`` (of one user, if given), oldest first."""

@@ -172,6 +172,7 @@ class Conversation:
         self.read_only = owner.read_only
         self._lock = threading.RLock()
         self._closed = False
+        self._suspended = False
         self._store: Pensive | None = None
         self._window_store: Pensive | None = None
         self._db: sqlite3.Connection | None = None
@@ -232,9 +233,37 @@ class Conversation:
     def _log(self) -> sqlite3.Connection | None:
         if self._closed:
             raise PensiveError(f"conversation {self.session_id!r} is closed")
-        if self._db is None and self.read_only and (self.folder / "memory.sqlite").is_file():
-            self._open_log()  # written by the writer since this reader looked
+        if self._db is None and (
+            self._suspended or (self.read_only and (self.folder / "memory.sqlite").is_file())
+        ):
+            woke = self._suspended
+            self._suspended = False
+            self._open_log()  # suspended, or written by the writer since this reader looked
+            if woke:
+                self._owner._suspend_idle(self)
         return self._db
+
+    def suspend(self) -> bool:
+        """Release the session's files until it is next used (the owning store does this to
+        the least recently used sessions past ``[memory] max_open_sessions``).
+
+        Returns:
+            False if another thread is using the session (it is left open).
+        """
+        if not self._lock.acquire(blocking=False):  # busy: never wait (no lock-order deadlock)
+            return False
+        try:
+            if not self._closed and self._db is not None:
+                self._release()
+                self._suspended = True
+            return True
+        finally:
+            self._lock.release()
+
+    @property
+    def suspended(self) -> bool:
+        """Whether the session's files are released until its next use."""
+        return self._suspended
 
     def _index(self) -> Pensive | None:
         """The session's store (opened on first use)."""
@@ -793,11 +822,17 @@ class Conversation:
                 self.counts["followups_reused"] += 1
                 return [_marked(h, reused=True) for h in last.hits[:k]]
             hits = self._search(query, k, method, as_of, adapted)
-            if scope == "user":
-                hits = self._across_sessions(query, k, method, as_of, hits)
-            if method == "hybrid":
+            if scope != "user":
+                if method == "hybrid":
+                    self._last = _Recall(query, hits, len(self) - 1)
+                return hits
+        # the other sessions are asked without this one's lock held: two sessions recalling
+        # each other from two threads would otherwise each wait for the other's lock
+        hits = self._across_sessions(query, k, method, as_of, hits)
+        if method == "hybrid":
+            with self._lock:
                 self._last = _Recall(query, hits, len(self) - 1)
-            return hits
+        return hits
 
     def _search(
         self, query: str, k: int, method: str, as_of: datetime | None, adapted: bool

@@ -401,3 +401,48 @@ def test_stats_count_what_is_stored_across_reopen(tmp_path):
         st = p.conversation("s").stats()
         assert st["turns"] == 2 * len(PASTA) and st["summaries"] >= 1 and st["shifts"] == 0
         assert st["recalls"] == 0 and st["followups_reused"] == 0  # this process's counters
+
+
+def test_idle_sessions_release_their_files_and_reopen_on_use(tmp_path):
+    with store(tmp_path, max_open_sessions=2) as p:
+        a = p.conversation("a", user="u")
+        a.add("user", "The spare key is under the blue flowerpot.")
+        b = p.conversation("b", user="u")
+        b.add("user", "My bike is a red Bianchi.")
+        c = p.conversation("c", user="u")  # a third open session: the oldest is released
+        assert a.suspended and a._store is None and a._db is None
+        assert not b.suspended and not c.suspended
+        assert a.recall("where is the spare key?", k=1)[0].text.startswith("The spare key")
+        assert not a.suspended
+        a.add("user", "And the garage code is 4471.")
+        assert len(a) == 2
+        # cross-session recall opens the others (suspending some) and still finds them all
+        found = {h.text for h in c.recall("spare key bike garage code", k=5, scope="user")}
+        assert {"The spare key is under the blue flowerpot.", "My bike is a red Bianchi."} <= found
+        live = [x for x in (a, b, c) if not x.suspended]
+        assert len(live) <= 2
+
+
+def test_sessions_used_from_threads_past_the_open_limit_never_deadlock(tmp_path):
+    import threading
+
+    errors: list[BaseException] = []
+    with store(tmp_path, max_open_sessions=1, drift=False) as p:
+
+        def work(name: str) -> None:
+            try:
+                for i in range(4):
+                    chat = p.conversation(name, user="u")
+                    chat.add("user", f"{name} note {i}: the {name} project uses port {8000 + i}")
+                    assert chat.recall(f"{name} port", k=2, scope="user")
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(f"s{i}",)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        assert not any(t.is_alive() for t in threads), "deadlocked"
+        assert not errors, errors
+        assert all(len(p.conversation(f"s{i}")) == 4 for i in range(4))
