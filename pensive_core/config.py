@@ -35,6 +35,8 @@ __all__ = [
     "ChromaConfig",
     "GraphConfig",
     "TemporalConfig",
+    "ServerConfig",
+    "redacted",
 ]
 
 
@@ -361,6 +363,25 @@ class MemoryConfig(_Section):
     headroom: float = Field(0.10, ge=0.0, lt=1.0)  # of the budget, left for the answer
 
 
+class ServerConfig(_Section):
+    """``pensive serve``: where it listens and what it accepts. API keys never live here: they
+    come from a keys file (``--keys``) or the ``PENSIVE_API_KEYS`` environment variable."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(8765, ge=0, le=65535)
+    max_body_bytes: int = Field(8 * 2**20, ge=1024)  # larger requests: 413
+    max_document_chars: int = Field(2_000_000, ge=1)  # per document, after decoding
+    max_documents: int = Field(1000, ge=1)  # per ingest request
+    max_query_chars: int = Field(4000, ge=1, le=20_000)
+    max_k: int = Field(100, ge=1, le=1000)
+    max_json_depth: int = Field(32, ge=2, le=1000)  # nesting of a JSON body
+    query_timeout_s: float = Field(30.0, gt=0)  # a query running longer: 504
+    ingest_wait_s: float = Field(60.0, ge=0)  # an ingest still running after this: 202 + job
+    readers: int = Field(2, ge=1, le=64)  # read-only store handles per namespace
+    cors_origins: list[str] = []  # empty: no CORS headers (browsers refuse other origins)
+    recent_queries: int = Field(50, ge=0, le=10_000)  # kept for the dashboard
+
+
 class PensiveConfig(_Section):
     """The whole configuration. Every key has a default; see ``README.md`` for each."""
 
@@ -374,6 +395,7 @@ class PensiveConfig(_Section):
     temporal: TemporalConfig = TemporalConfig()
     context: ContextConfig = ContextConfig()
     memory: MemoryConfig = MemoryConfig()
+    server: ServerConfig = ServerConfig()
 
 
 # Keys a built store depends on: opening a store with a different value would be silent garbage.
@@ -491,3 +513,29 @@ def get_key(cfg: PensiveConfig, dotted: str) -> Any:
     for part in dotted.split("."):
         node = getattr(node, part)
     return node
+
+
+_SECRET_WORDS = ("key", "secret", "token", "password", "passwd", "credential", "auth")
+
+
+def redacted(value: Any, _name: str = "") -> Any:
+    """A config (model or dict) as a plain dict with secrets masked, safe to show or log.
+
+    A value is masked when its key names a secret (``api_key``, ``token``, ...) unless the key
+    only names where the secret lives (``api_key_env``); a URL loses its ``user:password@``.
+    """
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    if isinstance(value, Mapping):
+        return {str(k): redacted(v, str(k)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redacted(v, _name) for v in value]
+    name = _name.lower()
+    names_secret = any(w in name for w in _SECRET_WORDS)
+    names_other = name.endswith(("_env", "_tokens", "tokenizer"))  # where a secret lives; sizes
+    if isinstance(value, str) and value and names_secret and not names_other:
+        return "***"
+    if isinstance(value, str) and "://" in value and "@" in value.split("://", 1)[1]:
+        scheme, rest = value.split("://", 1)
+        return f"{scheme}://***@{rest.split('@', 1)[1]}"
+    return value
