@@ -12,14 +12,20 @@ BENCH ?= .bench
 STORE ?= .pensive-demo
 QUESTION ?= How do I keep the night ferry schedule from going stale?
 
-.PHONY: setup demo test bench-setup bench lint clean
+.PHONY: setup demo test bench-setup bench lint clean chromium
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
 	$(BIN)/python -m pip install --quiet -e ".[dev]" "$(TORCH)"
+	command -v chromium >/dev/null || $(MAKE) --no-print-directory chromium
 	touch $(STAMP)
+
+# Debian's Chromium for the dashboard's browser test (Playwright drives it; nothing downloaded
+# by Playwright itself). Needs root; without it the dashboard test skips outside CI.
+chromium:
+	apt-get install -y -q chromium >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null)
 
 setup: $(STAMP)
 
