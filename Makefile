@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
 	$(BIN)/python -m pip install --quiet -e ".[dev]" "$(TORCH)"
-	command -v chromium >/dev/null || $(MAKE) --no-print-directory chromium
+	command -v chromium >/dev/null || $(MAKE) --no-print-directory chromium || echo "warning: could not install chromium (the dashboard test needs it)"
 	touch $(STAMP)
 
 # Debian's Chromium for the dashboard's browser test (Playwright drives it; nothing downloaded
