@@ -136,6 +136,8 @@ class Pensive:
         self.path.mkdir(parents=True, exist_ok=True)
         self._writer_lock = None if self.read_only else _lock_writer(self.path)
         self._lock = threading.RLock()
+        # sessions have locks of their own: opening one never waits for an ingest in flight
+        self._conv_lock = threading.RLock()
         self._embedder: Embedder | None = None
         self._llm = llm
         self._conversations: dict[tuple[str, str], Conversation] = {}
@@ -1873,7 +1875,7 @@ class Pensive:
         namespace = check_name(namespace, "namespace")
         if user is not None:
             user = check_name(user, "user")
-        with self._lock:
+        with self._conv_lock:
             key = (namespace, session_id)
             conv = self._conversations.get(key)
             if conv is not None and not conv.closed:
@@ -1893,7 +1895,7 @@ class Pensive:
         """``keep`` is the most recently used session; past ``[memory] max_open_sessions``
         open ones, the least recently used release their files (they reopen on next use;
         one in use by another thread is skipped, never waited for)."""
-        with self._lock:
+        with self._conv_lock:
             key = (keep.namespace, keep.session_id)
             if self._conversations.get(key) is keep:
                 self._conversations[key] = self._conversations.pop(key)
@@ -1908,7 +1910,7 @@ class Pensive:
     def conversations(self, namespace: str = "default", user: str | None = None) -> list[str]:
         """The session ids stored in ``namespace`` (of one user, if given), oldest first."""
         self._check_open()
-        with self._lock:
+        with self._conv_lock:
             return [s.session_id for s in self._sessions().sessions(namespace, user)]
 
     def _sessions(self) -> SessionRegistry:
