@@ -1,0 +1,833 @@
+"""``pensive serve``: the HTTP service (FastAPI).
+
+One writer process changes the stores (ingest, delete, conversation turns; see
+:mod:`pensive_core.server.worker`); the server answers queries from read-only handles that see
+each of its commits at their next query, so queries run while an ingest is in flight. Each API
+key maps to one namespace, a store of its own: a key can never read or write another namespace.
+Every error is ``{"error": {"code", "message", "request_id", "details"}}`` with a stable code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import queue
+import re
+import tempfile
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Any
+
+from ..config import PensiveConfig, load_config, read_config_source, redacted
+from ..errors import (
+    BackendError,
+    ConfigError,
+    InputError,
+    MissingDependencyError,
+    NotFoundError,
+    PensiveError,
+)
+from ..loaders import SUFFIXES, load_file
+from ..namespaces import DEFAULT_NAMESPACE, namespace_path
+from ..timeutil import to_iso
+from ..types import Document
+from .keys import KeyRing
+from .monitor import Job, Monitor
+from .schemas import ContextIn, ErrorBody, IngestIn, QueryIn, QueryOut, RecallIn, TurnIn
+from .worker import WorkerError, Writer, hit_json
+
+try:
+    from fastapi import Depends, FastAPI, File, Form, Request, Response, UploadFile
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import HTMLResponse, JSONResponse
+    from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+    from starlette.exceptions import HTTPException as StarletteHTTPException
+except ImportError as exc:  # pragma: no cover - exercised by the install-hint test
+    raise MissingDependencyError("fastapi", "server", "the HTTP service") from exc
+
+__all__ = ["create_app", "ApiError"]
+
+log = logging.getLogger(__name__)
+
+_DASHBOARD = Path(__file__).with_name("dashboard.html")
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9._ -]")
+_JSON_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+# what each failure of the engine or the writer becomes
+_STATUS: dict[str, tuple[int, str]] = {
+    "InputError": (400, "invalid_input"),
+    "NotFoundError": (404, "not_found"),
+    "ConfigError": (409, "config_error"),
+    "SchemaVersionError": (409, "config_error"),
+    "MissingDependencyError": (501, "missing_dependency"),
+    "BackendError": (503, "backend_unavailable"),
+    "WorkerCrashed": (503, "writer_crashed"),
+    "NotReady": (503, "not_ready"),
+}
+_ERRORS = {
+    s: {"model": ErrorBody, "description": d}
+    for s, d in {
+        400: "Bad input (invalid_input, invalid_json, invalid_utf8, json_too_deep, query_too_long)",
+        401: "Missing or unknown API key (unauthorized)",
+        404: "No such document, job or route (not_found)",
+        409: "The store contradicts the server's config (config_error)",
+        413: "Too large (payload_too_large, document_too_large, too_many_documents)",
+        415: "Unsupported file type (unsupported_media_type)",
+        422: "The body does not match the schema (validation_error)",
+        503: "The writer or a backend is unavailable",
+        504: "Took longer than the server's timeout (timeout)",
+    }.items()
+}
+
+
+class ApiError(Exception):
+    """An error with an HTTP status and a stable code.
+
+    Args:
+        status: The HTTP status.
+        code: The stable code clients switch on.
+        message: What was wrong and what to do.
+        details: Per-item problems (files, fields).
+    """
+
+    def __init__(
+        self, status: int, code: str, message: str, details: list[dict[str, Any]] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.details = status, code, message, details or []
+
+
+def _error_response(
+    status: int,
+    code: str,
+    message: str,
+    request_id: str,
+    details: list[dict[str, Any]] | None = None,
+) -> JSONResponse:
+    body = {
+        "error": {
+            "code": code,
+            "message": message,
+            "request_id": request_id,
+            "details": details or [],
+        }
+    }
+    return JSONResponse(body, status_code=status, headers={"x-request-id": request_id})
+
+
+def _engine_error(exc: Exception) -> ApiError:
+    kind = exc.kind if isinstance(exc, WorkerError) else type(exc).__name__
+    if kind in _STATUS:
+        status, code = _STATUS[kind]
+        return ApiError(status, code, str(exc))
+    for cls, name in (
+        (InputError, "InputError"),
+        (NotFoundError, "NotFoundError"),
+        (ConfigError, "ConfigError"),
+        (BackendError, "BackendError"),
+    ):
+        if isinstance(exc, cls):
+            status, code = _STATUS[name]
+            return ApiError(status, code, str(exc))
+    if isinstance(exc, PensiveError):
+        return ApiError(503, "store_unavailable", str(exc))
+    return ApiError(500, "internal", "internal error; the server log has the details")
+
+
+@dataclass
+class _Namespace:
+    name: str
+    readers: queue.Queue[Any]
+    handles: list[Any]
+    monitor: Monitor
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class _Service:
+    """The state behind the routes: the writer, read-only handles per namespace, monitors."""
+
+    def __init__(self, root: Path, config: Any, keys: KeyRing | None) -> None:
+        self.root = root
+        self.raw_config = read_config_source(config)
+        self.config: PensiveConfig = load_config(self.raw_config)
+        self.settings = self.config.server
+        self.keys = keys
+        self.writer = Writer(root, self.raw_config)
+        self.pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="pensive-serve")
+        self._spaces: dict[str, _Namespace] = {}
+        self._spaces_lock = threading.Lock()
+        self._embedder: Any = None
+        self.started = datetime.now(timezone.utc)
+
+    # -- namespaces ---------------------------------------------------------------------------
+    def space(self, ns: str) -> _Namespace:
+        """The namespace's handles, opening them (and creating its store) on first use."""
+        with self._spaces_lock:
+            got = self._spaces.get(ns)
+            if got is not None:
+                return got
+            self.writer.call("open", ns=ns).result(timeout=300)  # creates the store if new
+            from ..engine import Pensive
+
+            handles = []
+            try:
+                for _ in range(self.settings.readers):
+                    r = Pensive(namespace_path(self.root, ns), self.raw_config, read_only=True)
+                    handles.append(r)
+                    if self._embedder is None and r._backend is not None:
+                        self._embedder = r._get_embedder()
+                    elif self._embedder is not None:
+                        r._share_embedder(self._embedder)
+            except BaseException:
+                for r in handles:
+                    r.close()
+                raise
+            readers: queue.Queue[Any] = queue.Queue()
+            for r in handles:
+                readers.put(r)
+            got = _Namespace(ns, readers, handles, Monitor(self.settings.recent_queries))
+            self._spaces[ns] = got
+            return got
+
+    @contextmanager
+    def reader(self, ns: str) -> Iterator[Any]:
+        """A read-only handle of the namespace, for one request."""
+        space = self.space(ns)
+        try:
+            r = space.readers.get(timeout=self.settings.query_timeout_s)
+        except queue.Empty:
+            raise ApiError(504, "timeout", "every reader stayed busy past the timeout") from None
+        try:
+            yield r
+        finally:
+            space.readers.put(r)
+
+    def monitor(self, ns: str) -> Monitor:
+        return self.space(ns).monitor
+
+    async def blocking(self, fn: Callable[[], Any], timeout: float | None = None) -> Any:
+        """Run ``fn`` on the service's threads; past the timeout the caller gets 504."""
+        loop = asyncio.get_running_loop()
+        fut = loop.run_in_executor(self.pool, fn)
+        limit = self.settings.query_timeout_s if timeout is None else timeout
+        try:
+            return await asyncio.wait_for(fut, limit)
+        except asyncio.TimeoutError:
+            raise ApiError(504, "timeout", f"the request took longer than {limit:g} s") from None
+
+    # -- writes ---------------------------------------------------------------------------------
+    def submit(
+        self, ns: str, kind: str, op: str, total: int, **args: Any
+    ) -> tuple[Job, Future[Any]]:
+        """Send a change to the writer, tracked as a job of the namespace."""
+        mon = self.monitor(ns)
+        job = mon.new_job(ns, kind, total)
+
+        def progress(done: int) -> None:
+            started = job.started or datetime.now(timezone.utc).isoformat()
+            mon.update(job, state="running", done=min(done, total), started=started)
+
+        fut = self.writer.call(op, progress=progress, ns=ns, **args)
+
+        def finished(f: Future[Any]) -> None:
+            now = datetime.now(timezone.utc).isoformat()
+            exc = f.exception()
+            if exc is None:
+                result = f.result()
+                report = result if isinstance(result, dict) else {"result": result}
+                mon.update(job, state="done", done=total, report=report, finished=now)
+            else:
+                err = _engine_error(exc)
+                mon.update(
+                    job,
+                    state="failed",
+                    error={"code": err.code, "message": err.message},
+                    finished=now,
+                )
+
+        fut.add_done_callback(finished)
+        return job, fut
+
+    async def settle(
+        self, job: Job, fut: Future[Any], wait: bool, response: Response
+    ) -> dict[str, Any]:
+        """The job's answer: 200 with its result when it finished in time, else 202."""
+        if wait:
+            try:
+                result = await asyncio.wait_for(
+                    asyncio.shield(asyncio.wrap_future(fut)), self.settings.ingest_wait_s
+                )
+            except asyncio.TimeoutError:
+                pass
+            except Exception as exc:  # noqa: BLE001 - mapped to its status and code
+                raise _engine_error(exc) from None
+            else:
+                return {"job": job.view(), "result": result}
+        response.status_code = 202
+        return {"job": job.view(), "result": None}
+
+    async def chat(self, op: str, ns: str, **args: Any) -> Any:
+        """A conversation operation, run by the writer's conversation thread."""
+        self.space(ns)
+        fut = self.writer.call(op, ns=ns, **args)
+        try:
+            return await asyncio.wait_for(
+                asyncio.shield(asyncio.wrap_future(fut)), self.settings.query_timeout_s
+            )
+        except asyncio.TimeoutError:
+            raise ApiError(504, "timeout", "the conversation operation took too long") from None
+        except ApiError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise _engine_error(exc) from None
+
+    def close(self) -> None:
+        with self._spaces_lock:
+            for space in self._spaces.values():
+                for r in space.handles:
+                    r.close()
+            self._spaces.clear()
+        self.writer.close()
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+class _Guard:
+    """ASGI middleware: a request id, the body size limit, strict UTF-8 and JSON depth.
+
+    The body is read (up to the limit) before any route sees it, so an oversized request is
+    refused whole and nothing of it is stored.
+    """
+
+    def __init__(self, app: Any, max_body: int, max_depth: int) -> None:
+        self.app, self.max_body, self.max_depth = app, max_body, max_depth
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        rid = uuid.uuid4().hex[:16]
+        scope.setdefault("state", {})["request_id"] = rid
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+
+        async def reply(status: int, code: str, message: str) -> None:
+            await _error_response(status, code, message, rid)(scope, receive, send)
+
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_body:
+            await reply(
+                413,
+                "payload_too_large",
+                f"the body is {declared} bytes; the limit is {self.max_body}",
+            )
+            return
+        body = bytearray()
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > self.max_body:
+                await reply(
+                    413, "payload_too_large", f"the body is over the limit of {self.max_body} bytes"
+                )
+                return
+        if body and headers.get("content-type", "").split(";")[0].strip().endswith("json"):
+            try:
+                bytes(body).decode("utf-8")
+            except UnicodeDecodeError as exc:
+                await reply(
+                    400,
+                    "invalid_utf8",
+                    f"the body is not UTF-8 (byte {exc.start}); send UTF-8 JSON",
+                )
+                return
+            depth = _json_depth(bytes(body))
+            if depth > self.max_depth:
+                await reply(
+                    400,
+                    "json_too_deep",
+                    f"the JSON nests {depth} deep; the limit is {self.max_depth}",
+                )
+                return
+        sent = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": bytes(body), "more_body": False}
+            return await receive()
+
+        async def send_with_id(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                message.setdefault("headers", [])
+                message["headers"] = [
+                    *message["headers"],
+                    (b"x-request-id", rid.encode()),
+                    (b"x-content-type-options", b"nosniff"),
+                ]
+            await send(message)
+
+        await self.app(scope, replay, send_with_id)
+
+
+def _json_depth(data: bytes) -> int:
+    """The deepest nesting of brackets outside strings (linear, no recursion)."""
+    depth = deepest = 0
+    for m in _JSON_TOKEN.finditer(data):
+        tok = m.group()
+        if tok in (b"[", b"{"):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif tok in (b"]", b"}"):
+            depth -= 1
+    return deepest
+
+
+def create_app(
+    store: str | Path,
+    config: Any = None,
+    *,
+    keys: Mapping[str, str] | None = None,
+    no_auth: bool = False,
+) -> FastAPI:
+    """The HTTP service over the stores under ``store``.
+
+    Args:
+        store: The root folder: the ``default`` namespace's store, with other namespaces under
+            ``namespaces/``.
+        config: A dict shaped like ``pensive.toml`` or a path to one; its ``[server]`` section
+            sets limits and timeouts, the rest is how every namespace's store is opened.
+        keys: ``{api_key: namespace}``. Each key reads and writes its namespace only.
+        no_auth: Serve without keys: every request is in the ``default`` namespace.
+
+    Returns:
+        The FastAPI app. Its lifespan starts the writer process and stops it.
+
+    Raises:
+        ConfigError: Without keys unless ``no_auth``; on a short key or a bad namespace.
+    """
+    if not keys and not no_auth:
+        raise ConfigError(
+            "no API keys: give --keys FILE or PENSIVE_API_KEYS=KEY=namespace, or --no-auth to "
+            "serve the default namespace to anyone who can reach the port"
+        )
+    ring = KeyRing(keys) if keys else None
+    svc = _Service(Path(store).expanduser(), config, ring)
+    s = svc.settings
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> Any:
+        await asyncio.get_running_loop().run_in_executor(svc.pool, svc.writer.start)
+        try:
+            yield
+        finally:
+            await asyncio.get_running_loop().run_in_executor(None, svc.close)
+
+    app = FastAPI(
+        title="Pensive",
+        version="1",
+        summary="Hybrid retrieval and conversation memory for LLM applications.",
+        docs_url=None,  # Swagger UI loads scripts from a CDN; /openapi.json is the schema
+        redoc_url=None,
+        lifespan=lifespan,
+        responses=_ERRORS,
+    )
+    app.state.service = svc
+    app.add_middleware(_Guard, max_body=s.max_body_bytes, max_depth=s.max_json_depth)
+    if s.cors_origins:
+        from fastapi.middleware.cors import CORSMiddleware
+
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(s.cors_origins),
+            allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=["Authorization", "X-API-Key", "Content-Type"],
+        )
+
+    def rid(request: Request) -> str:
+        return request.scope.get("state", {}).get("request_id", "")
+
+    @app.exception_handler(ApiError)
+    async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
+        return _error_response(exc.status, exc.code, exc.message, rid(request), exc.details)
+
+    @app.exception_handler(PensiveError)
+    async def _pensive_error(request: Request, exc: PensiveError) -> JSONResponse:
+        err = _engine_error(exc)
+        return _error_response(err.status, err.code, err.message, rid(request))
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        details = [
+            {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
+            for e in exc.errors()
+        ]
+        if any(d["type"] == "json_invalid" for d in details):
+            return _error_response(
+                400, "invalid_json", "the body is not valid JSON", rid(request), details
+            )
+        return _error_response(
+            422,
+            "validation_error",
+            "the request does not match the API schema",
+            rid(request),
+            details,
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return _error_response(exc.status_code, code, str(exc.detail), rid(request))
+
+    @app.exception_handler(Exception)
+    async def _crash(request: Request, exc: Exception) -> JSONResponse:
+        log.error("request %s failed: %s: %s", rid(request), type(exc).__name__, exc, exc_info=exc)
+        return _error_response(
+            500, "internal", "internal error; the server log has the details", rid(request)
+        )
+
+    bearer = HTTPBearer(auto_error=False, description="Authorization: Bearer API_KEY")
+    header_key = APIKeyHeader(name="X-API-Key", auto_error=False)
+
+    def namespace(
+        creds: HTTPAuthorizationCredentials | None = Depends(bearer),
+        api_key: str | None = Depends(header_key),
+    ) -> str:
+        if ring is None:
+            return DEFAULT_NAMESPACE
+        key = api_key or (creds.credentials if creds else None)
+        if not key:
+            raise ApiError(
+                401,
+                "unauthorized",
+                "missing API key: send Authorization: Bearer KEY or X-API-Key: KEY",
+            )
+        ns = ring.namespace(key)
+        if ns is None:
+            raise ApiError(401, "unauthorized", "unknown API key")
+        return ns
+
+    Ns = Depends(namespace)
+
+    def check_query(text: str, k: int) -> None:
+        if len(text) > s.max_query_chars:
+            raise ApiError(
+                400,
+                "query_too_long",
+                f"the query is {len(text)} characters; the limit is {s.max_query_chars}",
+            )
+        if k > s.max_k:
+            raise ApiError(400, "invalid_input", f"k is {k}; this server's limit is {s.max_k}")
+
+    def documents_json(docs: list[Document]) -> list[dict[str, Any]]:
+        if len(docs) > s.max_documents:
+            raise ApiError(
+                413,
+                "too_many_documents",
+                f"{len(docs)} documents; the limit per request is {s.max_documents}",
+            )
+        for d in docs:
+            if len(d.text) > s.max_document_chars:
+                raise ApiError(
+                    413,
+                    "document_too_large",
+                    f"document {d.id!r} has {len(d.text)} characters; the limit is {s.max_document_chars}",
+                )
+        return [
+            {"id": d.id, "text": d.text, "metadata": d.metadata, "timestamp": to_iso(d.timestamp)}
+            for d in docs
+        ]
+
+    # -- health -----------------------------------------------------------------------------------
+    @app.get("/health/live", tags=["health"])
+    async def live() -> dict[str, str]:
+        """Liveness: the process answers."""
+        return {"status": "ok"}
+
+    @app.get("/health/ready", tags=["health"])
+    async def ready() -> JSONResponse:
+        """Readiness: the writer process is up (queries and writes can be served)."""
+        if not svc.writer.alive:
+            return _error_response(
+                503, "not_ready", "the writer process is starting or restarting", ""
+            )
+        return JSONResponse({"status": "ready", "writer_restarts": svc.writer.restarts})
+
+    # -- query ------------------------------------------------------------------------------------
+    @app.post("/v1/query", response_model=QueryOut, tags=["query"])
+    async def query(body: QueryIn, ns: str = Ns) -> dict[str, Any]:
+        """Answer a question through the tiers (L1 cache, L2 hybrid, L3 archive)."""
+        check_query(body.text, body.k)
+
+        def work() -> Any:
+            with svc.reader(ns) as r:
+                res = r.query(body.text, body.k, as_of=body.as_of, filters=body.filters)
+            svc.monitor(ns).record_query(body.text, res)
+            return res
+
+        res = await svc.blocking(work)
+        return {
+            "text": body.text,
+            "tier": res.tier,
+            "confidence": float(res.confidence),
+            "latency_ms": float(res.latency_ms),
+            "cached_from": res.cached_from,
+            "hits": [hit_json(h) for h in res.hits],
+        }
+
+    # -- documents --------------------------------------------------------------------------------
+    @app.post(
+        "/v1/documents",
+        tags=["documents"],
+        responses={202: {"description": "Accepted; poll the job"}},
+    )
+    async def ingest(body: IngestIn, response: Response, ns: str = Ns) -> dict[str, Any]:
+        """Ingest documents (the same id replaces); 200 when committed, 202 with a job if slower."""
+        try:
+            docs = [Document(d.id, d.text, d.metadata, d.timestamp) for d in body.documents]
+        except InputError as exc:
+            raise ApiError(400, "invalid_input", str(exc)) from None
+        payload = documents_json(docs)
+        job, fut = await svc.blocking(
+            lambda: svc.submit(
+                ns,
+                "ingest",
+                "ingest",
+                len(payload),
+                documents=payload,
+                archive_only=body.archive_only,
+            )
+        )
+        return await svc.settle(job, fut, body.wait, response)
+
+    @app.post(
+        "/v1/documents/upload",
+        tags=["documents"],
+        responses={202: {"description": "Accepted; poll the job"}},
+    )
+    async def upload(
+        response: Response,
+        files: list[UploadFile] = File(..., description=".txt .md .jsonl .html files"),
+        archive_only: bool = Form(False),
+        wait: bool = Form(True),
+        ns: str = Ns,
+    ) -> dict[str, Any]:
+        """Ingest uploaded files; a document's id is its file name (JSONL lines carry their own)."""
+        docs: list[Document] = []
+        problems: list[dict[str, Any]] = []
+        with tempfile.TemporaryDirectory(prefix="pensive-upload-") as tmp:
+            for f in files:
+                raw = f.filename or ""
+                name = _SAFE_NAME.sub("_", PureWindowsPath(PurePosixPath(raw).name).name).strip(
+                    " ."
+                )
+                if not name:
+                    raise ApiError(
+                        400, "invalid_input", f"file name {raw!r} is empty once made safe"
+                    )
+                if Path(name).suffix.lower() not in SUFFIXES:
+                    raise ApiError(
+                        415, "unsupported_media_type", f"{raw!r}: use one of {', '.join(SUFFIXES)}"
+                    )
+                path = Path(tmp) / name
+                path.write_bytes(await f.read())
+                try:
+                    for item in load_file(path, Path(tmp)):
+                        if isinstance(item, InputError):
+                            problems.append({"file": name, "message": str(item).replace(tmp, "")})
+                        else:
+                            docs.append(item)
+                except (InputError, OSError) as exc:
+                    problems.append({"file": name, "message": str(exc).replace(tmp + "/", "")})
+        if problems:
+            raise ApiError(
+                400, "invalid_input", "some files could not be read; nothing was stored", problems
+            )
+        if not docs:
+            raise ApiError(400, "invalid_input", "the files hold no documents")
+        payload = documents_json(docs)
+        job, fut = await svc.blocking(
+            lambda: svc.submit(
+                ns, "upload", "ingest", len(payload), documents=payload, archive_only=archive_only
+            )
+        )
+        return await svc.settle(job, fut, wait, response)
+
+    @app.get("/v1/documents/{doc_id:path}", tags=["documents"])
+    async def get_document(doc_id: str, ns: str = Ns) -> dict[str, Any]:
+        """A stored document, whole."""
+
+        def work() -> Document:
+            with svc.reader(ns) as r:
+                return r.get(doc_id)
+
+        d = await svc.blocking(work)
+        return {
+            "id": d.id,
+            "text": d.text,
+            "metadata": dict(d.metadata),
+            "timestamp": to_iso(d.timestamp),
+        }
+
+    @app.delete("/v1/documents/{doc_id:path}", tags=["documents"])
+    async def delete_document(doc_id: str, response: Response, ns: str = Ns) -> dict[str, Any]:
+        """Delete a document and all its passages."""
+        job, fut = await svc.blocking(lambda: svc.submit(ns, "delete", "delete", 1, doc_id=doc_id))
+        return await svc.settle(job, fut, True, response)
+
+    @app.get("/v1/jobs", tags=["documents"])
+    async def jobs(ns: str = Ns) -> dict[str, Any]:
+        """The namespace's recent ingest and delete jobs, newest first."""
+        mon = await svc.blocking(lambda: svc.monitor(ns))
+        return {"jobs": [j.view() for j in mon.jobs()]}
+
+    @app.get("/v1/jobs/{job_id}", tags=["documents"])
+    async def job(job_id: str, ns: str = Ns) -> dict[str, Any]:
+        """One job: state, progress, report or error."""
+        mon = await svc.blocking(lambda: svc.monitor(ns))
+        found = mon.job(job_id)
+        if found is None or found.namespace != ns:
+            raise ApiError(404, "not_found", f"no job {job_id!r}")
+        return found.view()
+
+    # -- conversations ----------------------------------------------------------------------------
+    @app.get("/v1/conversations", tags=["conversations"])
+    async def sessions(user: str | None = None, ns: str = Ns) -> dict[str, Any]:
+        """The namespace's conversation sessions (of one user, if given)."""
+        return {"sessions": await svc.chat("chat.list", ns, user=user)}
+
+    @app.post("/v1/conversations/{session_id}/turns", tags=["conversations"])
+    async def add_turn(session_id: str, body: TurnIn, ns: str = Ns) -> dict[str, Any]:
+        """Add a turn to a session (created on first use)."""
+        turn = await svc.chat(
+            "chat.add",
+            ns,
+            session=session_id,
+            user=body.user,
+            role=body.role,
+            text=body.text,
+            timestamp=to_iso(body.timestamp),
+            metadata=body.metadata,
+        )
+        return {"turn": turn}
+
+    @app.get("/v1/conversations/{session_id}/turns", tags=["conversations"])
+    async def list_turns(session_id: str, limit: int | None = None, ns: str = Ns) -> dict[str, Any]:
+        """The session's turns in order (the last ``limit``)."""
+        if limit is not None and not 0 <= limit <= 100_000:
+            raise ApiError(400, "invalid_input", "limit must be between 0 and 100000")
+        return {"turns": await svc.chat("chat.turns", ns, session=session_id, limit=limit)}
+
+    @app.post("/v1/conversations/{session_id}/recall", tags=["conversations"])
+    async def recall(session_id: str, body: RecallIn, ns: str = Ns) -> dict[str, Any]:
+        """Recall the session's turns (or its user's sessions') for a query."""
+        check_query(body.query, body.k)
+        hits = await svc.chat(
+            "chat.recall",
+            ns,
+            session=session_id,
+            user=body.user,
+            query=body.query,
+            k=body.k,
+            scope=body.scope,
+            as_of=to_iso(body.as_of),
+        )
+        return {"hits": hits}
+
+    @app.post("/v1/conversations/{session_id}/context", tags=["conversations"])
+    async def context(session_id: str, body: ContextIn, ns: str = Ns) -> dict[str, Any]:
+        """A prompt-ready context for a query, within a token budget."""
+        check_query(body.query, 1)
+        return await svc.chat(
+            "chat.context",
+            ns,
+            session=session_id,
+            user=body.user,
+            query=body.query,
+            token_budget=body.token_budget,
+        )
+
+    @app.delete("/v1/conversations/{session_id}", tags=["conversations"])
+    async def clear(session_id: str, ns: str = Ns) -> dict[str, Any]:
+        """Forget a session."""
+        return await svc.chat("chat.clear", ns, session=session_id)
+
+    # -- stats, config, dashboard ------------------------------------------------------------------
+    @app.get("/v1/stats", tags=["stats"])
+    async def stats(ns: str = Ns) -> dict[str, Any]:
+        """The namespace's store: counts, sizes, routing figures."""
+
+        def work() -> dict[str, Any]:
+            with svc.reader(ns) as r:
+                out = r.stats()
+            out.pop("path", None)  # where the server keeps files is not the client's business
+            return {**out, "server": {"namespace": ns, "writer_restarts": svc.writer.restarts}}
+
+        return json.loads(json.dumps(await svc.blocking(work), default=str))
+
+    @app.get("/v1/config", tags=["stats"])
+    async def config_view(ns: str = Ns) -> dict[str, Any]:
+        """The namespace's effective config, secrets redacted."""
+
+        def work() -> dict[str, Any]:
+            with svc.reader(ns) as r:
+                return {
+                    "namespace": ns,
+                    "auth": "keys" if ring else "none",
+                    "config": redacted(r.config),
+                }
+
+        return await svc.blocking(work)
+
+    @app.get("/v1/dashboard", tags=["stats"])
+    async def dashboard_data(ns: str = Ns) -> dict[str, Any]:
+        """What the dashboard shows: per-tier counts and latency, last queries, ingest jobs."""
+
+        def work() -> dict[str, Any]:
+            mon = svc.monitor(ns)
+            with svc.reader(ns) as r:
+                docs, chunks = r._archive.counts()
+            q = mon.queries()
+            tiers = q.pop("tiers")
+            jobs = [j.view() for j in mon.jobs()]
+            active = next((j for j in reversed(jobs) if j["state"] in ("queued", "running")), None)
+            return {
+                "namespace": ns,
+                "updated": datetime.now(timezone.utc).isoformat(),
+                "queries": q,
+                "tiers": tiers,
+                "recent": mon.recent(),
+                "ingest": {
+                    "active": active,
+                    "jobs": jobs[:10],
+                    "documents": docs,
+                    "chunks": chunks,
+                },
+            }
+
+        return await svc.blocking(work)
+
+    @app.get("/dashboard", response_class=HTMLResponse, include_in_schema=False)
+    async def dashboard() -> HTMLResponse:
+        if not _DASHBOARD.is_file():
+            raise ApiError(404, "not_found", "the dashboard page is not installed")
+        return HTMLResponse(
+            _DASHBOARD.read_text(encoding="utf-8"),
+            headers={
+                "content-security-policy": "default-src 'self'; script-src 'self' 'unsafe-inline'; "
+                "style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'",
+                "referrer-policy": "no-referrer",
+            },
+        )
+
+    return app

@@ -1,0 +1,368 @@
+"""The server's one writer: every store of every namespace, opened for writing in a process of
+its own, so a long ingest never holds the server's interpreter lock.
+
+The server keeps read-only handles for queries (they see each commit of this writer at their
+next query) and sends this process the work that changes a store: ingest, delete and
+conversation turns. Messages are JSON over a pipe (nothing is unpickled from it after start).
+Ingest and delete run in order on one thread; conversation operations on another, so a turn is
+not queued behind a long ingest. If the process dies (killed, out of memory), every request in
+flight fails with ``worker_crashed`` and a new process is started: opening a store recovers
+whatever an interrupted ingest left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import socket
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from ..errors import PensiveError
+
+__all__ = ["Writer", "WorkerError"]
+
+log = logging.getLogger(__name__)
+
+_STOP = "stop"
+
+
+class WorkerError(PensiveError):
+    """The writer process failed a request.
+
+    Args:
+        kind: The exception class name raised in the worker (``InputError``, ...), or
+            ``WorkerCrashed`` when the process died with the request in flight.
+        message: Its message.
+    """
+
+    def __init__(self, kind: str, message: str) -> None:
+        self.kind = kind
+        super().__init__(message)
+
+
+class Writer:
+    """A writer process serving the stores under ``root`` (one per namespace).
+
+    Args:
+        root: The server's store folder (namespaces live under it).
+        config: The config every store is opened with (a dict shaped like ``pensive.toml``).
+        start_timeout_s: How long to wait for the process to start.
+    """
+
+    def __init__(
+        self, root: Path, config: Mapping[str, Any] | None, start_timeout_s: float = 300.0
+    ) -> None:
+        self.root = Path(root)
+        self._config = json.dumps(dict(config or {}))
+        self._timeout = start_timeout_s
+        self._lock = threading.Lock()
+        self._pending: dict[int, tuple[Future[Any], Callable[[int], None] | None]] = {}
+        self._next = 0
+        self._closing = False
+        self._conn: Any = None
+        self._proc: Any = None
+        self.restarts = 0
+        self.ready = threading.Event()
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the process and wait until it answers.
+
+        The process is ``python -m pensive_core.server.worker`` (not multiprocessing: nothing
+        of the caller's ``__main__`` is re-run), talking over a socket pair.
+
+        Raises:
+            WorkerError: If it does not start, or cannot open the default store.
+        """
+        ours, theirs = socket.socketpair()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pensive_core.server.worker", str(theirs.fileno())],
+            pass_fds=(theirs.fileno(),),
+        )
+        theirs.close()
+        conn = Connection(ours.detach())
+        try:
+            conn.send_bytes(json.dumps({"root": str(self.root), "config": self._config}).encode())
+            if not conn.poll(self._timeout):
+                raise WorkerError("WorkerCrashed", "the writer process did not start in time")
+            hello = json.loads(conn.recv_bytes())
+        except (EOFError, OSError):
+            proc.wait(5)
+            conn.close()
+            raise WorkerError(
+                "WorkerCrashed", f"the writer process exited at start (code {proc.returncode})"
+            ) from None
+        except WorkerError:
+            proc.kill()
+            proc.wait(5)
+            conn.close()
+            raise
+        if not hello.get("ready"):
+            proc.wait(30)
+            conn.close()
+            raise WorkerError(hello.get("type", "Error"), hello.get("message", "start failed"))
+        self._conn, self._proc = conn, proc
+        self.ready.set()
+        threading.Thread(target=self._receive, args=(conn, proc), daemon=True).start()
+
+    @property
+    def alive(self) -> bool:
+        """Whether the process is running and answering."""
+        return self.ready.is_set() and self._proc is not None and self._proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        """The process id (None before start)."""
+        return None if self._proc is None else self._proc.pid
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Let the process finish what it was given, close its stores and exit."""
+        self._closing = True
+        self.ready.clear()
+        conn, proc = self._conn, self._proc
+        if conn is None:
+            return
+        try:
+            with self._lock:
+                conn.send_bytes(json.dumps({"op": _STOP}).encode())
+        except OSError:
+            pass
+        try:
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            log.warning("the writer process did not stop in %.0f s; killing it", timeout_s)
+            proc.kill()
+            proc.wait(5)
+        conn.close()
+
+    # -- requests -------------------------------------------------------------------------------
+    def call(
+        self, op: str, progress: Callable[[int], None] | None = None, **args: Any
+    ) -> Future[Any]:
+        """Send a request; the future resolves to its JSON result or raises WorkerError."""
+        fut: Future[Any] = Future()
+        with self._lock:
+            if not self.alive:
+                fut.set_exception(WorkerError("NotReady", "the writer process is not running"))
+                return fut
+            self._next += 1
+            rid = self._next
+            self._pending[rid] = (fut, progress)
+            try:
+                self._conn.send_bytes(json.dumps({"id": rid, "op": op, **args}).encode())
+            except (OSError, ValueError) as exc:
+                del self._pending[rid]
+                fut.set_exception(WorkerError("WorkerCrashed", f"cannot reach the writer: {exc}"))
+        return fut
+
+    def _receive(self, conn: Any, proc: Any) -> None:
+        while True:
+            try:
+                msg = json.loads(conn.recv_bytes())
+            except (EOFError, OSError):
+                break
+            rid = msg.get("id")
+            with self._lock:
+                entry = self._pending.get(rid)
+                if entry is not None and "progress" not in msg:
+                    del self._pending[rid]
+            if entry is None:
+                continue
+            fut, progress = entry
+            if "progress" in msg:
+                if progress is not None:
+                    progress(int(msg["progress"]))
+            elif msg.get("ok"):
+                fut.set_result(msg.get("result"))
+            else:
+                fut.set_exception(WorkerError(msg.get("type", "Error"), msg.get("message", "")))
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+        with self._lock:
+            self.ready.clear()
+            pending, self._pending = self._pending, {}
+        for fut, _ in pending.values():
+            fut.set_exception(
+                WorkerError("WorkerCrashed", f"the writer process died (code {proc.returncode})")
+            )
+        if not self._closing:
+            log.error("the writer process died (code %s); restarting it", proc.returncode)
+            self._restart()
+
+    def _restart(self) -> None:
+        delay = 0.2
+        while not self._closing:
+            try:
+                self.start()
+                self.restarts += 1
+                return
+            except Exception as exc:  # noqa: BLE001 - keep trying; readiness reports it
+                log.error("restarting the writer failed: %s", exc)
+                time.sleep(delay)
+                delay = min(delay * 2, 10.0)
+
+
+# -- the child process -------------------------------------------------------------------------
+def _child_main(conn: Any) -> None:
+    """Entry point of the writer process."""
+    from ..namespaces import namespace_path
+
+    start = json.loads(conn.recv_bytes())
+    root, config = start["root"], json.loads(start["config"])
+    send_lock = threading.Lock()
+    stores: dict[str, Any] = {}
+    stores_lock = threading.Lock()
+
+    def send(msg: dict[str, Any]) -> None:
+        data = json.dumps(msg, default=str).encode()
+        with send_lock:
+            conn.send_bytes(data)
+
+    def store(ns: str) -> Any:
+        from ..engine import Pensive
+
+        with stores_lock:
+            p = stores.get(ns)
+            if p is None:
+                p = Pensive(namespace_path(root, ns), config=config)
+                first = next(iter(stores.values()), None)
+                if first is not None and first._embedder is not None:
+                    p._share_embedder(first._embedder)
+                stores[ns] = p
+            return p
+
+    def run(q: queue.Queue[dict[str, Any] | None]) -> None:
+        while True:
+            msg = q.get()
+            if msg is None:
+                return
+            rid = msg["id"]
+            if not msg["op"].startswith("chat."):
+                send({"id": rid, "progress": 0})  # started: the job is running
+            try:
+                result = _handle(msg, store, lambda n, rid=rid: send({"id": rid, "progress": n}))
+                send({"id": rid, "ok": True, "result": result})
+            except Exception as exc:  # noqa: BLE001 - every failure goes back to the caller
+                if not isinstance(exc, PensiveError):
+                    log.error("writer: %s failed:\n%s", msg.get("op"), traceback.format_exc())
+                send({"id": rid, "ok": False, "type": type(exc).__name__, "message": str(exc)})
+
+    try:
+        store("default")  # a config that contradicts the store fails here, at start
+    except Exception as exc:  # noqa: BLE001
+        send({"ready": False, "type": type(exc).__name__, "message": str(exc)})
+        return
+    writes: queue.Queue[dict[str, Any] | None] = queue.Queue()
+    chats: queue.Queue[dict[str, Any] | None] = queue.Queue()
+    threads = [threading.Thread(target=run, args=(q,), daemon=True) for q in (writes, chats)]
+    for t in threads:
+        t.start()
+    send({"ready": True})
+    try:
+        while True:
+            try:
+                msg = json.loads(conn.recv_bytes())
+            except (EOFError, OSError):
+                break  # the server is gone: finish what was given and close
+            if msg.get("op") == _STOP:
+                break
+            (chats if msg["op"].startswith("chat.") else writes).put(msg)
+    finally:
+        for q in (writes, chats):
+            q.put(None)
+        for t in threads:
+            t.join()
+        with stores_lock:
+            for p in stores.values():
+                p.close()
+
+
+def _handle(
+    msg: dict[str, Any], store: Callable[[str], Any], progress: Callable[[int], None]
+) -> Any:
+    from ..timeutil import ensure_utc, to_iso
+    from ..types import Document
+
+    op, ns = msg["op"], msg["ns"]
+    p = store(ns)
+    if op == "open":
+        return {"commit": p._commit_no}
+    if op == "ingest":
+        docs = [
+            Document(d["id"], d["text"], d.get("metadata") or {}, d.get("timestamp"))
+            for d in msg["documents"]
+        ]
+        report = p.ingest(docs, progress=progress, archive_only=bool(msg.get("archive_only")))
+        return {k: v for k, v in report.__dict__.items() if k != "errors"}
+    if op == "delete":
+        return {"chunks": p.delete(msg["doc_id"])}
+    if op == "chat.list":
+        return p.conversations(namespace="default", user=msg.get("user"))
+    conv = p.conversation(msg["session"], user=msg.get("user"))
+    if op == "chat.add":
+        turn = conv.add(msg["role"], msg["text"], msg.get("timestamp"), msg.get("metadata"))
+        return _turn(turn, to_iso)
+    if op == "chat.turns":
+        return [_turn(t, to_iso) for t in conv.turns(msg.get("limit"))]
+    if op == "chat.recall":
+        as_of = ensure_utc(msg.get("as_of"))
+        hits = conv.recall(msg["query"], msg.get("k", 5), scope=msg.get("scope"), as_of=as_of)
+        return [hit_json(h) for h in hits]
+    if op == "chat.context":
+        built = conv.build(msg["query"], msg.get("token_budget", 2000))
+        return {"text": built.text, "tokens": built.tokens, "budget": built.budget}
+    if op == "chat.clear":
+        return {"cleared": conv.clear()}
+    raise PensiveError(f"unknown writer operation {op!r}")
+
+
+def _turn(turn: Any, to_iso: Callable[[Any], Any]) -> dict[str, Any]:
+    return {
+        "id": turn.id,
+        "seq": turn.seq,
+        "role": turn.role,
+        "text": turn.text,
+        "timestamp": to_iso(turn.timestamp),
+        "metadata": dict(turn.metadata),
+        "segment": turn.segment,
+        "shift": bool(turn.shift),
+    }
+
+
+def hit_json(h: Any) -> dict[str, Any]:
+    """A :class:`~pensive_core.types.Hit` as JSON-ready values."""
+    from ..timeutil import to_iso
+
+    return {
+        "doc_id": h.doc_id,
+        "chunk_id": h.chunk_id,
+        "text": h.text,
+        "score": float(h.score),
+        "metadata": dict(h.metadata),
+        "timestamp": to_iso(h.timestamp),
+        "sources": dict(h.sources),
+        "valid_from": to_iso(h.valid_from),
+        "valid_to": to_iso(h.valid_to),
+        "superseded_by": h.superseded_by,
+    }
+
+
+if __name__ == "__main__":
+    _handler = logging.StreamHandler()
+    _handler.setLevel(logging.WARNING)  # some libraries set DEBUG on their own loggers
+    _handler.setFormatter(logging.Formatter("pensive-writer %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.WARNING, handlers=[_handler])
+    _child_main(Connection(int(sys.argv[1])))
