@@ -1,4 +1,10 @@
-"""The ``pensive`` command: ingest, query, stats, reindex, bench.
+"""The ``pensive`` command: everything ``pensive serve`` offers over HTTP, done locally.
+
+Documents: ``ingest``, ``query``, ``get``, ``delete``; the store: ``stats``, ``config``,
+``health``, ``reindex``; conversation memory: ``chat list|add|turns|recall|context|clear``;
+the HTTP service itself: ``serve``; and ``bench``. Every store command takes
+``--namespace/-n`` (the store folder of that namespace under ``--store``), as the server's API
+keys do. ``--json`` prints what the matching HTTP route returns.
 
 Errors are printed as one line (``error: ...``) with exit code 1, never as a traceback.
 """
@@ -6,19 +12,26 @@ Errors are printed as one line (``error: ...``) with exit code 1, never as a tra
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import sys
+from collections.abc import Iterable
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from .errors import NotFoundError, PensiveError
+from .errors import InputError, NotFoundError, PensiveError
+from .namespaces import DEFAULT_NAMESPACE, namespace_path
 
 if TYPE_CHECKING:
     from .engine import Pensive
+    from .memory.conversation import Conversation, Turn
+    from .types import Document, Hit, IngestReport, QueryResult
 
 app = typer.Typer(
     add_completion=False,
@@ -36,39 +49,192 @@ StoreOpt = typer.Option(
     help="Store folder (default ./pensive-data, or $PENSIVE_HOME).",
 )
 ConfigOpt = typer.Option(None, "--config", "-c", help="A pensive.toml to apply.")
+NamespaceOpt = typer.Option(
+    DEFAULT_NAMESPACE,
+    "--namespace",
+    "-n",
+    help="Namespace: its own store, under STORE/namespaces/NAME (default: the store itself).",
+)
+JsonOpt = typer.Option(False, "--json", help="Print JSON (what the HTTP route returns).")
 
 
-def _open(store: Path | None, config: Path | None, *, read_only: bool = False) -> Pensive:
-    """Open the store; ``read_only`` needs an existing store and works beside a writer."""
+def _folder(store: Path | None, namespace: str = DEFAULT_NAMESPACE) -> Path:
+    """The store folder of ``namespace`` under ``store`` (checks the name before any I/O)."""
+    return namespace_path(store or Path("pensive-data"), namespace)
+
+
+def _config_path(config: Path | None) -> Path | None:
+    """The config file to apply: the one given, else ``./pensive.toml`` if there is one."""
+    if config is None and Path("pensive.toml").exists():
+        return Path("pensive.toml")
+    return config
+
+
+def _open(
+    store: Path | None,
+    config: Path | None,
+    *,
+    namespace: str = DEFAULT_NAMESPACE,
+    read_only: bool = False,
+    must_exist: bool = False,
+) -> Pensive:
+    """Open a namespace's store.
+
+    Args:
+        store: The root store folder (default ``./pensive-data``).
+        config: A pensive.toml to apply (default ``./pensive.toml`` when present).
+        namespace: Which namespace's store under ``store``.
+        read_only: Open to read beside a writer; needs an existing store.
+        must_exist: Open for writing, but never create a store (delete, clear).
+
+    Raises:
+        NotFoundError: If ``read_only`` or ``must_exist`` and there is no store there.
+    """
     from .engine import Pensive
 
-    folder = store or Path("pensive-data")
-    if config is None and Path("pensive.toml").exists():
-        config = Path("pensive.toml")
+    folder = _folder(store, namespace)
+    missing = NotFoundError(f"no Pensive store at {folder} (create one with pensive ingest)")
+    if must_exist and not (folder / "pensive.sqlite").is_file():
+        raise missing
+    config = _config_path(config)
     try:
         return Pensive(folder, config=str(config) if config else None, read_only=read_only)
     except NotFoundError:
         if not read_only:
             raise
-        raise NotFoundError(
-            f"no Pensive store at {folder} (create one with pensive ingest)"
-        ) from None
+        raise missing from None
+
+
+def _json_default(value: Any) -> Any:
+    """``json.dumps`` fallback: datetimes as ISO-8601, tuples and sets as lists, else ``str``."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, (tuple, set, frozenset)):
+        return list(value)
+    return str(value)
+
+
+def _print_json(value: Any) -> None:
+    """Print ``value`` as JSON on stdout, untouched by rich (no wrapping, no markup)."""
+    typer.echo(json.dumps(value, default=_json_default, ensure_ascii=False, indent=2))
+
+
+def _json_object(text: str | None, option: str) -> dict[str, Any] | None:
+    """Parse an option's JSON object (None when not given).
+
+    Raises:
+        InputError: If ``text`` is not valid JSON or not an object.
+    """
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{option} is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise InputError(f"{option} must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _time(text: str | None, option: str) -> datetime | None:
+    """Parse an option's ISO-8601 time (None when not given); naive means UTC.
+
+    Raises:
+        InputError: If ``text`` is not an ISO-8601 date or datetime.
+    """
+    from .timeutil import ensure_utc
+
+    if text is None:
+        return None
+    try:
+        return ensure_utc(text)
+    except InputError as exc:
+        raise InputError(f"{option}: {exc}") from None
+
+
+def _hit_json(hit: Hit) -> dict[str, Any]:
+    """A hit as the HTTP service returns it."""
+    return {
+        "doc_id": hit.doc_id,
+        "chunk_id": hit.chunk_id,
+        "text": hit.text,
+        "score": hit.score,
+        "metadata": dict(hit.metadata),
+        "timestamp": hit.timestamp,
+        "sources": dict(hit.sources),
+        "valid_from": hit.valid_from,
+        "valid_to": hit.valid_to,
+        "superseded_by": hit.superseded_by,
+    }
+
+
+def _result_json(res: QueryResult) -> dict[str, Any]:
+    """A query result as the HTTP service returns it."""
+    from dataclasses import asdict
+
+    return {
+        "text": res.query,
+        "tier": res.tier,
+        "confidence": res.confidence,
+        "latency_ms": res.latency_ms,
+        "hits": [_hit_json(h) for h in res.hits],
+        "cached_from": res.cached_from,
+        "time_scope": None if res.time_scope is None else asdict(res.time_scope),
+        "aggregation": None if res.aggregation is None else asdict(res.aggregation),
+    }
+
+
+def _document_json(doc: Document) -> dict[str, Any]:
+    return {
+        "id": doc.id,
+        "text": doc.text,
+        "metadata": dict(doc.metadata),
+        "timestamp": doc.timestamp,
+    }
+
+
+def _turn_json(turn: Turn) -> dict[str, Any]:
+    return {
+        "id": turn.id,
+        "seq": turn.seq,
+        "role": turn.role,
+        "text": turn.text,
+        "timestamp": turn.timestamp,
+        "metadata": dict(turn.metadata),
+        "segment": turn.segment,
+        "drift": turn.drift,
+        "shift": turn.shift,
+    }
 
 
 @app.command()
 def ingest(
-    paths: list[Path] = typer.Argument(..., help="Files or folders (.txt .md .jsonl .html)."),
+    paths: list[Path] = typer.Argument(
+        ..., help="Files or folders (.txt .md .html; .jsonl: one JSON document a line)."
+    ),
     store: Path | None = StoreOpt,
     config: Path | None = ConfigOpt,
+    namespace: str = NamespaceOpt,
+    archive_only: bool = typer.Option(
+        False,
+        "--archive-only",
+        help="Keep the documents in the L3 archive only: not embedded, found by exact search.",
+    ),
 ) -> None:
-    """Ingest files and folders into the store, with a progress bar."""
+    """Ingest files and folders into the store, with a progress bar.
+
+    The local form of ``POST /v1/documents`` (JSON documents: put them in a ``.jsonl`` file,
+    one ``{"id", "text", "metadata", "timestamp"}`` a line) and ``/v1/documents/upload``. It
+    returns when the documents are searchable, so the server's ``/v1/jobs`` has no counterpart.
+    """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from .loaders import iter_files
 
+    _folder(store, namespace)  # a bad name fails before any file is read
     total = sum(1 for p in paths if p.exists() for _ in iter_files(p))
     with (
-        _open(store, config) as p,
+        _open(store, config, namespace=namespace) as p,
         Progress(
             TextColumn("[bold]ingesting"),
             BarColumn(),
@@ -80,7 +246,14 @@ def ingest(
         ) as bar,
     ):
         task = bar.add_task("ingest", total=None)  # documents per file vary (JSONL): unknown
-        report = p.ingest_path(*paths, progress=lambda n: bar.update(task, completed=n))
+
+        def progress(n: int) -> None:
+            bar.update(task, completed=n)
+
+        if archive_only:
+            report = _ingest_archive_only(p, paths, progress)
+        else:
+            report = p.ingest_path(*paths, progress=progress)
         bar.update(
             task,
             total=report.added + report.updated + report.unchanged,
@@ -93,7 +266,35 @@ def ingest(
     )
     for source, message in report.errors:
         detail = message if message.startswith(source) else f"{source}: {message}"
-        err_console.print(f"[yellow]skipped[/] {detail}", highlight=False)
+        err_console.print(f"[yellow]skipped[/] {escape(detail)}", highlight=False)
+
+
+def _ingest_archive_only(p: Pensive, paths: Iterable[Path], progress: Any) -> IngestReport:
+    """``Pensive.ingest_path`` with ``archive_only=True`` (which ``ingest_path`` lacks)."""
+    from .loaders import iter_files, load_file
+    from .types import IngestReport
+
+    paths = list(paths)
+    for raw in paths:
+        if not raw.expanduser().exists():
+            raise InputError(f"no such file or folder: {raw}")
+    errors: list[tuple[str, str]] = []
+
+    def docs() -> Iterable[Document]:
+        for raw in paths:
+            root = raw.expanduser()
+            for f in iter_files(root):
+                try:
+                    for item in load_file(f, root):
+                        if isinstance(item, InputError):
+                            errors.append((str(f), str(item)))
+                        else:
+                            yield item
+                except (InputError, OSError) as exc:
+                    errors.append((str(f), str(exc)))
+
+    report = p.ingest(docs(), progress=progress, archive_only=True)
+    return IngestReport(**{**report.__dict__, "errors": errors})
 
 
 @app.command()
@@ -102,11 +303,30 @@ def query(
     k: int = typer.Option(5, "--k", "-k", help="How many passages."),
     store: Path | None = StoreOpt,
     config: Path | None = ConfigOpt,
+    namespace: str = NamespaceOpt,
+    as_of: str | None = typer.Option(
+        None, "--as-of", help="Only documents timestamped at or before this ISO-8601 time."
+    ),
+    filters: str | None = typer.Option(
+        None,
+        "--filter",
+        help='Metadata filter as a JSON object, e.g. \'{"year": {"$gte": 2020}}\'.',
+    ),
+    as_json: bool = JsonOpt,
     width: int = typer.Option(100, help="Snippet length in characters."),
 ) -> None:
-    """Answer a question from the store: a table of rank, score, tier, doc, snippet."""
-    with _open(store, config, read_only=True) as p:
-        res = p.query(text, k=k)
+    """Answer a question from the store: a table of rank, score, tier, doc, snippet.
+
+    The local form of ``POST /v1/query``; ``--json`` prints the tier, confidence, latency and
+    every hit whole (text, score, metadata, timestamp, which retrievers found it).
+    """
+    cutoff = _time(as_of, "--as-of")
+    where = _json_object(filters, "--filter")
+    with _open(store, config, namespace=namespace, read_only=True) as p:
+        res = p.query(text, k=k, as_of=cutoff, filters=where)
+    if as_json:
+        _print_json(_result_json(res))
+        return
     table = Table(
         title=f"{len(res.hits)} hits · tier {res.tier} · confidence {res.confidence:.2f}"
         f" · {res.latency_ms:.1f} ms"
@@ -123,7 +343,9 @@ def query(
         if hit.superseded_by is not None:  # kept, demoted: say so beside the stale text
             when = f" on {hit.valid_to.date()}" if hit.valid_to is not None else ""
             snippet = f"(superseded{when} by {hit.superseded_by.split('#')[0]}) {snippet}"
-        table.add_row(str(i), f"{hit.score:.4f}", res.tier, hit.doc_id, sources, snippet)
+        table.add_row(
+            str(i), f"{hit.score:.4f}", res.tier, escape(hit.doc_id), sources, escape(snippet)
+        )
     console.print(table)
     scope = res.time_scope
     if scope is not None:
@@ -144,14 +366,25 @@ def query(
 
 
 @app.command()
-def stats(store: Path | None = StoreOpt, config: Path | None = ConfigOpt) -> None:
-    """Show what the store holds and how its queries were answered (works beside a writer)."""
-    with _open(store, config, read_only=True) as p:
+def stats(
+    store: Path | None = StoreOpt,
+    config: Path | None = ConfigOpt,
+    namespace: str = NamespaceOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Show what the store holds and how its queries were answered (works beside a writer).
+
+    The local form of ``GET /v1/stats`` (``--json``) and of the dashboard (the tier table).
+    """
+    with _open(store, config, namespace=namespace, read_only=True) as p:
         info = p.stats()
+    if as_json:
+        _print_json(info)
+        return
     table = Table(show_header=False)
     for key, value in info.items():
         if key not in ("queries", "l1", "l3", "graph"):
-            table.add_row(key, str(value))
+            table.add_row(key, escape(str(value)))
     console.print(table)
     queries = info["queries"]
     if queries["total"]:
@@ -235,13 +468,116 @@ def _spark(counts: list[int]) -> str:
 
 
 @app.command()
+def get(
+    doc_id: str = typer.Argument(..., help="The document's id."),
+    store: Path | None = StoreOpt,
+    config: Path | None = ConfigOpt,
+    namespace: str = NamespaceOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Print a stored document whole: its id, time, metadata and text.
+
+    The local form of ``GET /v1/documents/{id}``.
+    """
+    with _open(store, config, namespace=namespace, read_only=True) as p:
+        doc = p.get(doc_id)
+    if as_json:
+        _print_json(_document_json(doc))
+        return
+    table = Table(show_header=False)
+    table.add_row("id", escape(doc.id))
+    table.add_row("timestamp", str(doc.timestamp.isoformat() if doc.timestamp else "-"))
+    for key, value in doc.metadata.items():
+        table.add_row(escape(f"metadata.{key}"), escape(json.dumps(value, default=str)))
+    console.print(table)
+    console.print(doc.text, markup=False, highlight=False)
+
+
+@app.command()
+def delete(
+    doc_id: str = typer.Argument(..., help="The document's id."),
+    store: Path | None = StoreOpt,
+    config: Path | None = ConfigOpt,
+    namespace: str = NamespaceOpt,
+) -> None:
+    """Delete a document and all its passages (an error if there is no such document).
+
+    The local form of ``DELETE /v1/documents/{id}``.
+    """
+    with _open(store, config, namespace=namespace, must_exist=True) as p:
+        removed = p.delete(doc_id)
+    console.print(f"deleted {escape(doc_id)} ({removed} passages)", highlight=False)
+
+
+@app.command("config")
+def show_config(
+    store: Path | None = StoreOpt,
+    config: Path | None = ConfigOpt,
+    namespace: str = NamespaceOpt,
+) -> None:
+    """Print the store's effective config as JSON, secrets masked.
+
+    The saved config with ``--config`` (or ``./pensive.toml``) and ``PENSIVE_*`` variables
+    applied, as the store opens with it. The local form of ``GET /v1/config``.
+    """
+    from .config import redacted
+
+    with _open(store, config, namespace=namespace, read_only=True) as p:
+        _print_json(redacted(p.config))
+
+
+@app.command()
+def health(
+    store: Path | None = StoreOpt,
+    config: Path | None = ConfigOpt,
+    namespace: str = NamespaceOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Check that the store opens (read-only, beside a writer) and print what it holds.
+
+    Exit code 0 and ``ok ...`` when it opens, 1 with the reason when it does not. The local
+    form of ``GET /health/live`` and ``GET /health/ready``.
+    """
+    folder = _folder(store, namespace)
+    try:
+        with _open(store, config, namespace=namespace, read_only=True) as p:
+            info = p.stats()
+            sessions = len(p.conversations())
+    except PensiveError:
+        raise
+    except Exception as exc:  # a damaged file, a permission: the reason, not a traceback
+        raise PensiveError(
+            f"cannot open the store at {folder}: {type(exc).__name__}: {exc}"
+        ) from None
+    report = {
+        "status": "ok",
+        "store": str(folder),
+        "namespace": namespace,
+        "documents": info["documents"],
+        "chunks": info["chunks"],
+        "vectors": info["vectors"],
+        "sessions": sessions,
+        "commit": info["commit"],
+    }
+    if as_json:
+        _print_json(report)
+        return
+    console.print(
+        f"ok: {folder} (namespace {namespace}): {report['documents']} documents, "
+        f"{report['chunks']} passages, {report['vectors']} vectors, {sessions} sessions",
+        markup=False,
+        highlight=False,
+    )
+
+
+@app.command()
 def reindex(
     to: str = typer.Option(
         ..., "--to", help="The backend to move to: faiss, chroma, pinecone, ..."
     ),
     store: Path | None = StoreOpt,
     config: Path | None = typer.Option(
-        None, "--config", "-c", help="A pensive.toml whose [backend.NAME] section to use."
+        None, "--config", "-c", help="A pensive.toml whose backend.NAME section to use."
     ),
     namespace: str | None = typer.Option(None, help="Namespace in the new backend."),
     settings: list[str] = typer.Option(
@@ -299,25 +635,268 @@ def bench(
     module.main(list(args or []))
 
 
-def main() -> None:
-    """Console-script entry point: run the app, turning Pensive errors into one line."""
+chat = typer.Typer(
+    no_args_is_help=True,
+    help="Conversation memory: the sessions of a store, their turns, recall and context.",
+)
+app.add_typer(chat, name="chat")
+
+
+def _session(p: Pensive, session_id: str) -> Conversation:
+    """An existing session of the store (reading never registers one).
+
+    Raises:
+        NotFoundError: If the store has no session ``session_id``.
+    """
+    if session_id not in p.conversations():
+        raise NotFoundError(f"no session {session_id!r} in {p.path} (see pensive chat list)")
+    return p.conversation(session_id)
+
+
+@chat.command("list")
+def chat_list(
+    user: str | None = typer.Option(None, "--user", "-u", help="Only this user's sessions."),
+    store: Path | None = StoreOpt,
+    config: Path | None = ConfigOpt,
+    namespace: str = NamespaceOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """List the sessions, oldest first: id, user, turns.
+
+    The local form of ``GET /v1/conversations``.
+    """
+    with _open(store, config, namespace=namespace, read_only=True) as p:
+        rows = []
+        for sid in p.conversations(user=user):
+            conv = p.conversation(sid)
+            rows.append({"session_id": sid, "user": conv.user, "turns": len(conv)})
+    if as_json:
+        _print_json({"sessions": rows})
+        return
+    table = Table(title=f"{len(rows)} sessions")
+    for col in ("session", "user", "turns"):
+        table.add_column(col, justify="right" if col == "turns" else "left")
+    for row in rows:
+        table.add_row(escape(row["session_id"]), escape(row["user"] or "-"), str(row["turns"]))
+    console.print(table)
+
+
+@chat.command("add")
+def chat_add(
+    session_id: str = typer.Argument(..., help="The session (created on its first turn)."),
+    text: str = typer.Argument(..., help="What was said."),
+    role: str = typer.Option(
+        "user", "--role", "-r", help="Who spoke: user, assistant, system (or a speaker's name)."
+    ),
+    user: str | None = typer.Option(
+        None, "--user", "-u", help="The user the session belongs to (for --scope user)."
+    ),
+    timestamp: str | None = typer.Option(
+        None, "--timestamp", help="When, as ISO-8601 (default: now; naive means UTC)."
+    ),
+    metadata: str | None = typer.Option(
+        None, "--metadata", help="Fields returned with the turn, a JSON object: '{\"mood\": 3}'."
+    ),
+    store: Path | None = StoreOpt,
+    config: Path | None = ConfigOpt,
+    namespace: str = NamespaceOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Remember one turn of a session.
+
+    The local form of ``POST /v1/conversations/{sid}/turns``.
+    """
+    when = _time(timestamp, "--timestamp")
+    meta = _json_object(metadata, "--metadata")
+    with _open(store, config, namespace=namespace) as p:
+        turn = p.conversation(session_id, user=user).add(role, text, timestamp=when, metadata=meta)
+    if as_json:
+        _print_json({"session_id": session_id, **_turn_json(turn)})
+        return
+    shift = ", a new topic" if turn.shift else ""
+    console.print(
+        f"added turn {turn.id} (#{turn.seq}, {turn.role}) to session {session_id}{shift}",
+        markup=False,
+        highlight=False,
+    )
+
+
+@chat.command("turns")
+def chat_turns(
+    session_id: str = typer.Argument(..., help="The session."),
+    limit: int | None = typer.Option(None, "--limit", "-l", min=0, help="Only the last N turns."),
+    store: Path | None = StoreOpt,
+    config: Path | None = ConfigOpt,
+    namespace: str = NamespaceOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Print a session's turns in order.
+
+    The local form of ``GET /v1/conversations/{sid}/turns``.
+    """
+    with _open(store, config, namespace=namespace, read_only=True) as p:
+        conv = _session(p, session_id)
+        turns, owner = conv.turns(limit), conv.user
+    if as_json:
+        _print_json(
+            {"session_id": session_id, "user": owner, "turns": [_turn_json(t) for t in turns]}
+        )
+        return
+    table = Table(title=f"session {escape(session_id)}: {len(turns)} turns")
+    for col in ("seq", "time", "role", "text"):
+        table.add_column(col, overflow="fold" if col == "text" else "ellipsis")
+    for t in turns:
+        when = t.timestamp.isoformat(timespec="seconds")
+        table.add_row(str(t.seq), when, escape(t.role), escape(t.text))
+    console.print(table)
+
+
+@chat.command("recall")
+def chat_recall(
+    session_id: str = typer.Argument(..., help="The session."),
+    query: str = typer.Argument(..., help="The question (or the user's new message)."),
+    k: int = typer.Option(5, "--k", "-k", help="How many turns."),
+    scope: str | None = typer.Option(
+        None,
+        "--scope",
+        help="session (this session) or user (all of its user's sessions). Default: session, "
+        "widened after a topic shift.",
+    ),
+    as_of: str | None = typer.Option(None, "--as-of", help="Only turns at or before this time."),
+    store: Path | None = StoreOpt,
+    config: Path | None = ConfigOpt,
+    namespace: str = NamespaceOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """The turns that bear on a question, best first.
+
+    The local form of ``POST /v1/conversations/{sid}/recall``.
+    """
+    cutoff = _time(as_of, "--as-of")
+    with _open(store, config, namespace=namespace, read_only=True) as p:
+        hits = _session(p, session_id).recall(query, k=k, scope=scope, as_of=cutoff)  # type: ignore[arg-type]
+    if as_json:
+        _print_json(
+            {"session_id": session_id, "query": query, "hits": [_hit_json(h) for h in hits]}
+        )
+        return
+    table = Table(title=f"{len(hits)} turns recalled")
+    for col in ("rank", "score", "session", "seq", "role", "time", "text"):
+        table.add_column(col, overflow="fold" if col == "text" else "ellipsis")
+    for i, h in enumerate(hits, start=1):
+        m = h.metadata
+        when = h.timestamp.isoformat(timespec="seconds") if h.timestamp else "-"
+        table.add_row(
+            str(i),
+            f"{h.score:.4f}",
+            escape(str(m.get("session_id", session_id))),
+            str(m.get("seq", "")),
+            escape(str(m.get("role", ""))),
+            when,
+            escape(h.text),
+        )
+    console.print(table)
+
+
+@chat.command("context")
+def chat_context(
+    session_id: str = typer.Argument(..., help="The session."),
+    query: str = typer.Argument(..., help="The question the context is for."),
+    budget: int = typer.Option(2000, "--budget", "-b", min=1, help="Token budget."),
+    store: Path | None = StoreOpt,
+    config: Path | None = ConfigOpt,
+    namespace: str = NamespaceOpt,
+) -> None:
+    """Print the prompt-ready context for a question, within a token budget.
+
+    The local form of ``POST /v1/conversations/{sid}/context``.
+    """
+    with _open(store, config, namespace=namespace, read_only=True) as p:
+        text = _session(p, session_id).context(query, token_budget=budget)
+    typer.echo(text)
+
+
+@chat.command("clear")
+def chat_clear(
+    session_id: str = typer.Argument(..., help="The session."),
+    store: Path | None = StoreOpt,
+    config: Path | None = ConfigOpt,
+    namespace: str = NamespaceOpt,
+) -> None:
+    """Forget a whole session: its turns, index and summaries.
+
+    The local form of ``DELETE /v1/conversations/{sid}``.
+    """
+    with _open(store, config, namespace=namespace, must_exist=True) as p:
+        n = _session(p, session_id).clear()
+    console.print(f"cleared session {session_id}: {n} turns forgotten", markup=False)
+
+
+@app.command()
+def serve(
+    store: Path | None = StoreOpt,
+    config: Path | None = ConfigOpt,
+    host: str | None = typer.Option(
+        None, "--host", help="Address to listen on (default: the config's server.host)."
+    ),
+    port: int | None = typer.Option(
+        None, "--port", "-p", min=0, max=65535, help="Port (default: the config's server.port)."
+    ),
+    keys: Path | None = typer.Option(
+        None, "--keys", help="API keys file (else $PENSIVE_API_KEYS)."
+    ),
+    no_auth: bool = typer.Option(
+        False, "--no-auth", help="Accept requests without an API key (the default namespace)."
+    ),
+) -> None:
+    """Run the HTTP service on the store: the API, health checks and the dashboard.
+
+    Needs the server extra (FastAPI and uvicorn).
+    """
     try:
-        app(standalone_mode=False)
+        from .server import run
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").startswith("pensive_core"):
+            raise
+        raise PensiveError(
+            f"pensive serve needs the {exc.name!r} package, which is not installed. "
+            'Install it with: pip install "pensive[server]"'
+        ) from None
+    config = _config_path(config)
+    run(
+        store=store or Path("pensive-data"),
+        config=config,
+        host=host,
+        port=port,
+        keys_file=keys,
+        no_auth=no_auth,
+    )
+
+
+def main(args: list[str] | None = None) -> None:
+    """Console-script entry point: run the app, turning Pensive errors into one line.
+
+    Args:
+        args: The arguments (default: ``sys.argv[1:]``).
+    """
+    try:
+        code = app(args=args, standalone_mode=False)
     except PensiveError as exc:
         err_console.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
         raise SystemExit(1) from None
     except (typer.Abort, KeyboardInterrupt):
         err_console.print("aborted")
         raise SystemExit(130) from None
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            raise SystemExit(exc.exit_code) from None
-        if isinstance(exc, click.exceptions.Exit):
-            raise SystemExit(exc.exit_code) from None
+    except Exception as exc:
+        # click's usage errors (a missing argument, an unknown option, no arguments: the help).
+        # Matched by shape, not class: typer 0.29 raises those of its own copy of click.
+        exit_code, show = getattr(exc, "exit_code", None), getattr(exc, "show", None)
+        if isinstance(exit_code, int) and callable(show):
+            show()
+            raise SystemExit(exit_code) from None
         raise
+    if isinstance(code, int) and code:  # typer.Exit(code), returned when not standalone
+        raise SystemExit(code)
 
 
 if __name__ == "__main__":
