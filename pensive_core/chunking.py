@@ -151,9 +151,7 @@ def _split_long(
             if cur_start is not None:
                 pieces.append((cur_start, last_end))
                 cur_start, cur_tokens = None, 0
-            step = max(1, (we - ws) * max_tokens // (n + 1))
-            for s in range(ws, we, step):
-                pieces.append((s, min(we, s + step)))
+            pieces.extend(_cut_word(text, ws, we, n, max_tokens, count))
             last_end = we
             continue
         if cur_start is not None and cur_tokens + n > max_tokens:
@@ -166,6 +164,36 @@ def _split_long(
     if cur_start is not None:
         pieces.append((cur_start, last_end))
     return pieces
+
+
+def _cut_word(
+    text: str,
+    start: int,
+    end: int,
+    n: int,
+    max_tokens: int,
+    count: Callable[[Sequence[str]], list[int]],
+) -> list[tuple[int, int]]:
+    """Cut one word of ``n`` tokens, longer than the window, into character runs that each fit.
+
+    Runs are first sized from the word's mean cost per character; a run that still does not fit
+    (its characters cost more than the mean: emoji, a rare script) is halved until it does. A
+    single character that alone exceeds the window is left whole: it cannot be cut further.
+    """
+    step = max(1, (end - start) * max_tokens // (n + 1))
+    pending = [(s, min(end, s + step)) for s in range(start, end, step)]
+    pieces: list[tuple[int, int]] = []
+    while pending:
+        sizes = count([text[a:b] for a, b in pending])
+        halves: list[tuple[int, int]] = []
+        for (a, b), m in zip(pending, sizes):
+            if m <= max_tokens or b - a == 1:
+                pieces.append((a, b))
+            else:
+                mid = (a + b) // 2
+                halves += [(a, mid), (mid, b)]
+        pending = halves
+    return sorted(pieces)
 
 
 _Unit = tuple[int, int, int, bool]  # start, end, tokens, starts_paragraph
