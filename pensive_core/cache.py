@@ -64,24 +64,45 @@ _NEGATION_RE = re.compile(
     r"\b(?:not|no|never|none|nor|neither|without|cannot|nobody|nothing|nowhere)\b|n[’']t\b"
 )
 _NT_RE = re.compile(r"n[’']t\b")
+_MINUS = "-\u2212"  # hyphen-minus and the minus sign
+
+
+def _key_tokens(text: str) -> list[str]:
+    """``TOKEN_RE``'s tokens, except that a number keeps a minus sign in front ("-5" is not "5").
+
+    BM25 drops a leading sign, but a cached answer must not serve "-5" for "5"; a dash between
+    two words or numbers ("2020-2024", "2020 - 2024") is not a sign.
+    """
+    out = []
+    for m in TOKEN_RE.finditer(text):
+        tok, s = m.group(), m.start()
+        if (
+            s
+            and text[s - 1] in _MINUS
+            and tok[0].isdigit()
+            and (s < 2 or not (text[s - 2].isalnum() or text[s - 2] == "_"))
+        ):
+            tok = "-" + tok
+        out.append(tok)
+    return out
 
 
 def normalize_query(text: str) -> str:
     """Normalise a question for exact-key caching.
 
     Case, Unicode compatibility forms, whitespace and punctuation between tokens are ignored;
-    identifiers ("INV-4471"), numbers ("3.5", "2024"), "Q3" and negations stay whole.
+    identifiers ("INV-4471"), numbers ("3.5", "-5", "2024"), "Q3" and negations stay whole.
     """
     folded = unicodedata.normalize("NFKC", text).casefold()
     folded = _NT_RE.sub(" not", folded)  # "didn't" and "did not" are the same question
-    return " ".join(TOKEN_RE.findall(folded))
+    return " ".join(_key_tokens(folded))
 
 
 def _guards(text: str) -> frozenset[str]:
     """Tokens that make a question a different question: numbers, ids, names, negation, quotes."""
     nfkc = unicodedata.normalize("NFKC", text)
     out: set[str] = set()
-    for i, tok in enumerate(TOKEN_RE.findall(nfkc)):
+    for i, tok in enumerate(_key_tokens(nfkc)):
         rest = tok[1:]
         if (not tok.isalpha() and DIGIT_RE.search(tok)) or (i > 0 and tok[:1].isupper()):
             out.add(tok.casefold())  # a number or identifier; a capitalised word inside: a name
@@ -141,15 +162,21 @@ def make_key(text: str, k: int, as_of: str | None, settings: Any) -> QueryKey:
     """The keys of a question: exact, bag-of-words, and its scope (k, as_of, settings).
 
     ``settings`` must have a stable ``repr`` (tuples, numbers, strings; dicts in a fixed order).
+    Quoted phrases are part of the scope: the normal form drops the quotes, but ``"the cat"``
+    asks for the exact phrase (a guard) and so is another question than ``the cat``.
     """
     try:
         scope = _SCOPES.get((k, as_of, settings))
     except TypeError:  # unhashable settings: hash their repr every time
-        return QueryKey(text, normalize_query(text), k, as_of, _hash(k, as_of, settings))
-    if scope is None:
-        if len(_SCOPES) > 4096:
-            _SCOPES.clear()
-        scope = _SCOPES[(k, as_of, settings)] = _hash(k, as_of, settings)
+        scope = _hash(k, as_of, settings)
+    else:
+        if scope is None:
+            if len(_SCOPES) > 4096:
+                _SCOPES.clear()
+            scope = _SCOPES[(k, as_of, settings)] = _hash(k, as_of, settings)
+    quotes = quoted_phrases(unicodedata.normalize("NFKC", text))
+    if quotes:
+        scope = _hash(scope, sorted(set(quotes)))
     return QueryKey(text, normalize_query(text), k, as_of, scope)
 
 
@@ -283,7 +310,7 @@ class Cached:
     source: str  # the question the answer was computed for
 
 
-_FORMAT = 3  # bump whenever keys or columns change: an older cache is dropped, not misread
+_FORMAT = 4  # bump whenever keys or columns change: an older cache is dropped, not misread
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS l1_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS l1 (
