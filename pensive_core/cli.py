@@ -4,7 +4,7 @@ Documents: ``ingest``, ``query``, ``get``, ``delete``; the store: ``stats``, ``c
 ``health``, ``reindex``; conversation memory: ``chat list|add|turns|recall|context|clear``;
 the HTTP service itself: ``serve``; and ``bench``. Every store command takes
 ``--namespace/-n`` (the store folder of that namespace under ``--store``), as the server's API
-keys do. ``--json`` prints what the matching HTTP route returns.
+keys do. ``--json`` prints the fields the matching HTTP route returns (a few more at times).
 
 Errors are printed as one line (``error: ...``) with exit code 1, never as a traceback.
 """
@@ -642,15 +642,30 @@ chat = typer.Typer(
 app.add_typer(chat, name="chat")
 
 
-def _session(p: Pensive, session_id: str) -> Conversation:
+def _session(p: Pensive, session_id: str, user: str | None = None) -> Conversation:
     """An existing session of the store (reading never registers one).
+
+    Args:
+        p: The open store.
+        session_id: The session.
+        user: The user it belongs to: a session without one is given it (``p`` must be
+            writable); a session of another user is an error.
 
     Raises:
         NotFoundError: If the store has no session ``session_id``.
+        InputError: If the session belongs to another user.
     """
     if session_id not in p.conversations():
         raise NotFoundError(f"no session {session_id!r} in {p.path} (see pensive chat list)")
-    return p.conversation(session_id)
+    return p.conversation(session_id, user=user)
+
+
+UserOpt = typer.Option(
+    None,
+    "--user",
+    "-u",
+    help="The session's user: given to a session without one (opens the store for writing).",
+)
 
 
 @chat.command("list")
@@ -661,18 +676,19 @@ def chat_list(
     namespace: str = NamespaceOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """List the sessions, oldest first: id, user, turns.
+    """List the sessions, oldest first: id, user, turns (``--json``: the ids).
 
     The local form of ``GET /v1/conversations``.
     """
     with _open(store, config, namespace=namespace, read_only=True) as p:
+        ids = p.conversations(user=user)
+        if as_json:
+            _print_json({"sessions": ids})
+            return
         rows = []
-        for sid in p.conversations(user=user):
+        for sid in ids:
             conv = p.conversation(sid)
             rows.append({"session_id": sid, "user": conv.user, "turns": len(conv)})
-    if as_json:
-        _print_json({"sessions": rows})
-        return
     table = Table(title=f"{len(rows)} sessions")
     for col in ("session", "user", "turns"):
         table.add_column(col, justify="right" if col == "turns" else "left")
@@ -711,7 +727,7 @@ def chat_add(
     with _open(store, config, namespace=namespace) as p:
         turn = p.conversation(session_id, user=user).add(role, text, timestamp=when, metadata=meta)
     if as_json:
-        _print_json({"session_id": session_id, **_turn_json(turn)})
+        _print_json({"session_id": session_id, "turn": _turn_json(turn)})
         return
     shift = ", a new topic" if turn.shift else ""
     console.print(
@@ -763,6 +779,7 @@ def chat_recall(
         "widened after a topic shift.",
     ),
     as_of: str | None = typer.Option(None, "--as-of", help="Only turns at or before this time."),
+    user: str | None = UserOpt,
     store: Path | None = StoreOpt,
     config: Path | None = ConfigOpt,
     namespace: str = NamespaceOpt,
@@ -773,8 +790,9 @@ def chat_recall(
     The local form of ``POST /v1/conversations/{sid}/recall``.
     """
     cutoff = _time(as_of, "--as-of")
-    with _open(store, config, namespace=namespace, read_only=True) as p:
-        hits = _session(p, session_id).recall(query, k=k, scope=scope, as_of=cutoff)  # type: ignore[arg-type]
+    with _open(store, config, namespace=namespace, read_only=user is None, must_exist=True) as p:
+        conv = _session(p, session_id, user)
+        hits = conv.recall(query, k=k, scope=scope, as_of=cutoff)  # type: ignore[arg-type]
     if as_json:
         _print_json(
             {"session_id": session_id, "query": query, "hits": [_hit_json(h) for h in hits]}
@@ -803,17 +821,23 @@ def chat_context(
     session_id: str = typer.Argument(..., help="The session."),
     query: str = typer.Argument(..., help="The question the context is for."),
     budget: int = typer.Option(2000, "--budget", "-b", min=1, help="Token budget."),
+    user: str | None = UserOpt,
     store: Path | None = StoreOpt,
     config: Path | None = ConfigOpt,
     namespace: str = NamespaceOpt,
+    as_json: bool = JsonOpt,
 ) -> None:
     """Print the prompt-ready context for a question, within a token budget.
 
-    The local form of ``POST /v1/conversations/{sid}/context``.
+    The local form of ``POST /v1/conversations/{sid}/context``; ``--json`` adds the tokens it
+    takes and the budget.
     """
-    with _open(store, config, namespace=namespace, read_only=True) as p:
-        text = _session(p, session_id).context(query, token_budget=budget)
-    typer.echo(text)
+    with _open(store, config, namespace=namespace, read_only=user is None, must_exist=True) as p:
+        built = _session(p, session_id, user).build(query, budget)
+    if as_json:
+        _print_json({"text": built.text, "tokens": built.tokens, "budget": built.budget})
+        return
+    typer.echo(built.text)
 
 
 @chat.command("clear")
@@ -822,13 +846,17 @@ def chat_clear(
     store: Path | None = StoreOpt,
     config: Path | None = ConfigOpt,
     namespace: str = NamespaceOpt,
+    as_json: bool = JsonOpt,
 ) -> None:
-    """Forget a whole session: its turns, index and summaries.
+    """Forget a whole session: its turns, index and summaries (the session stays, empty).
 
     The local form of ``DELETE /v1/conversations/{sid}``.
     """
     with _open(store, config, namespace=namespace, must_exist=True) as p:
         n = _session(p, session_id).clear()
+    if as_json:
+        _print_json({"cleared": n})
+        return
     console.print(f"cleared session {session_id}: {n} turns forgotten", markup=False)
 
 

@@ -325,20 +325,21 @@ def test_chat(home):
         "--metadata",
         '{"mood": 3}',
     )
-    assert add["session_id"] == "s1" and add["seq"] == 0 and add["role"] == "user"
-    assert add["timestamp"] == "2024-05-01T10:00:00+00:00" and add["metadata"] == {"mood": 3}
+    assert add["session_id"] == "s1"  # the route's {"turn": ...}, and which session
+    turn = add["turn"]
+    assert turn["id"] == "t000000" and turn["seq"] == 0 and turn["role"] == "user"
+    assert turn["timestamp"] == "2024-05-01T10:00:00+00:00" and turn["metadata"] == {"mood": 3}
     out = pensive("chat", "add", "s1", "Lisbon is sunny", "--role", "assistant").stdout
     assert "added turn t000001 (#1, assistant) to session s1" in out
     pensive("chat", "add", "s2", "My cat is called Tom", "-u", "ana")
     pensive("chat", "add", "s3", "Hello from Bob", "-u", "bob")
     pensive("chat", "add", "s9", "Another namespace", "-u", "ana", "-n", "other")
 
-    sessions = as_json("chat", "list")["sessions"]
-    assert [s["session_id"] for s in sessions] == ["s1", "s2", "s3"]
-    assert sessions[0] == {"session_id": "s1", "user": "ana", "turns": 2}
-    assert [s["session_id"] for s in as_json("chat", "list", "--user", "bob")["sessions"]] == ["s3"]
-    assert [s["session_id"] for s in as_json("chat", "list", "-n", "other")["sessions"]] == ["s9"]
-    assert "s1" in pensive("chat", "list").stdout
+    pensive("chat", "add", "s4", "No user here")
+    assert as_json("chat", "list") == {"sessions": ["s1", "s2", "s3", "s4"]}
+    assert as_json("chat", "list", "--user", "bob") == {"sessions": ["s3"]}
+    assert as_json("chat", "list", "-n", "other") == {"sessions": ["s9"]}
+    assert cells(pensive("chat", "list").stdout, "s1") == ["s1", "ana", "2"]
 
     turns = as_json("chat", "turns", "s1")
     assert turns["user"] == "ana" and [t["text"] for t in turns["turns"]] == [
@@ -362,6 +363,13 @@ def test_chat(home):
 
     context = pensive("chat", "context", "s1", "where do I live", "--budget", "300").stdout
     assert "I moved to Lisbon [last] week" in context and "where do I live" in context
+    built = as_json("chat", "context", "s1", "where do I live", "--budget", "300")
+    assert built["text"] == context.rstrip("\n") and 0 < built["tokens"] <= built["budget"] == 300
+
+    fails(InputError, "has no user", "chat", "recall", "s4", "x", "--scope", "user")
+    hits = as_json("chat", "recall", "s4", "user", "--scope", "user", "-u", "bob")["hits"]
+    assert {h["metadata"]["session_id"] for h in hits} == {"s3", "s4"}  # s4 is bob's now
+    assert as_json("chat", "list", "--user", "bob") == {"sessions": ["s3", "s4"]}
 
     fails(NotFoundError, "no session 'nope'", "chat", "turns", "nope")
     fails(NotFoundError, "no session 'nope'", "chat", "recall", "nope", "x")
@@ -393,9 +401,10 @@ def test_chat(home):
 
     assert "cleared session s2: 1 turns forgotten" in pensive("chat", "clear", "s2").stdout
     assert as_json("chat", "turns", "s2")["turns"] == []
+    assert as_json("chat", "clear", "s3") == {"cleared": 1}
     fails(NotFoundError, "no session 'nope'", "chat", "clear", "nope")
     fails(NotFoundError, "no Pensive store at", "chat", "clear", "s1", "-n", "none")
-    assert as_json("health")["sessions"] == 3
+    assert as_json("health")["sessions"] == 4
 
 
 def test_serve_calls_the_server_lazily(home, monkeypatch):
