@@ -122,11 +122,16 @@ def _error_response(
     return JSONResponse(body, status_code=status, headers={"x-request-id": request_id})
 
 
-def _engine_error(exc: Exception) -> ApiError:
+def _engine_error(exc: Exception, root: Path | None = None) -> ApiError:
+    """The API error for an exception of the engine or the writer. Where the server keeps
+    its files is no client's business: the store root is cut out of messages."""
     kind = exc.kind if isinstance(exc, WorkerError) else type(exc).__name__
+    message = str(exc)
+    if root is not None:
+        message = message.replace(f" in {root}", "").replace(str(root), "<store>")
     if kind in _STATUS:
         status, code = _STATUS[kind]
-        return ApiError(status, code, str(exc))
+        return ApiError(status, code, message)
     for cls, name in (
         (InputError, "InputError"),
         (NotFoundError, "NotFoundError"),
@@ -135,9 +140,9 @@ def _engine_error(exc: Exception) -> ApiError:
     ):
         if isinstance(exc, cls):
             status, code = _STATUS[name]
-            return ApiError(status, code, str(exc))
+            return ApiError(status, code, message)
     if isinstance(exc, PensiveError):
-        return ApiError(503, "store_unavailable", str(exc))
+        return ApiError(503, "store_unavailable", message)
     return ApiError(500, "internal", "internal error; the server log has the details")
 
 
@@ -244,7 +249,7 @@ class _Service:
                 report = result if isinstance(result, dict) else {"result": result}
                 mon.update(job, state="done", done=total, report=report, finished=now)
             else:
-                err = _engine_error(exc)
+                err = _engine_error(exc, self.root)
                 mon.update(
                     job,
                     state="failed",
@@ -267,7 +272,7 @@ class _Service:
             except asyncio.TimeoutError:
                 pass
             except Exception as exc:  # noqa: BLE001 - mapped to its status and code
-                raise _engine_error(exc) from None
+                raise _engine_error(exc, self.root) from None
             else:
                 return {"job": job.view(), "result": result}
         response.status_code = 202
@@ -286,7 +291,7 @@ class _Service:
         except ApiError:
             raise
         except Exception as exc:  # noqa: BLE001
-            raise _engine_error(exc) from None
+            raise _engine_error(exc, self.root) from None
 
     def close(self) -> None:
         with self._spaces_lock:
@@ -369,12 +374,11 @@ class _Guard:
 
         async def send_with_id(message: dict[str, Any]) -> None:
             if message["type"] == "http.response.start":
-                message.setdefault("headers", [])
-                message["headers"] = [
-                    *message["headers"],
-                    (b"x-request-id", rid.encode()),
-                    (b"x-content-type-options", b"nosniff"),
-                ]
+                headers = list(message.get("headers", []))
+                if not any(k.lower() == b"x-request-id" for k, _ in headers):
+                    headers.append((b"x-request-id", rid.encode()))
+                headers.append((b"x-content-type-options", b"nosniff"))
+                message["headers"] = headers
             await send(message)
 
         await self.app(scope, replay, send_with_id)
@@ -463,7 +467,7 @@ def create_app(
 
     @app.exception_handler(PensiveError)
     async def _pensive_error(request: Request, exc: PensiveError) -> JSONResponse:
-        err = _engine_error(exc)
+        err = _engine_error(exc, svc.root)
         return _error_response(err.status, err.code, err.message, rid(request))
 
     @app.exception_handler(RequestValidationError)

@@ -3,7 +3,7 @@ its own, so a long ingest never holds the server's interpreter lock.
 
 The server keeps read-only handles for queries (they see each commit of this writer at their
 next query) and sends this process the work that changes a store: ingest, delete and
-conversation turns. Messages are JSON over a pipe (nothing is unpickled from it after start).
+conversation turns. Messages are JSON over a socket pair: nothing is ever unpickled.
 Ingest and delete run in order on one thread; conversation operations on another, so a turn is
 not queued behind a long ingest. If the process dies (killed, out of memory), every request in
 flight fails with ``worker_crashed`` and a new process is started: opening a store recovers
