@@ -15,6 +15,7 @@ crash leaves the previous generation intact.
 from __future__ import annotations
 
 import hashlib
+import io
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -26,7 +27,7 @@ import numpy as np
 from ..config import FaissConfig
 from ..errors import BackendError, MissingDependencyError
 from ..filters import Filter, MetadataIndex, canonical
-from ._files import read_manifest, remove_stale, write_manifest
+from ._files import atomic_write_bytes, read_manifest, remove_stale, write_manifest
 from .base import check_namespace, check_upsert
 
 __all__ = ["FaissBackend"]
@@ -344,6 +345,11 @@ class FaissBackend:
                 out[sid] = sp.index.reconstruct(i)
         return out
 
+    def ids(self, *, namespace: str = "") -> set[str]:
+        """Every live id in the namespace (recovery reconciles them with the archive)."""
+        sp = self._space(namespace)
+        return set() if sp is None else set(sp.sid.values())
+
     def count(self, *, namespace: str = "") -> int:
         """Number of live vectors in the namespace."""
         sp = self._space(namespace)
@@ -379,10 +385,13 @@ class FaissBackend:
                 f"faiss-{g}-{n}.ids.npy",
                 f"faiss-{g}-{n}.names.json",
             )
-            faiss.write_index(sp.index, str(self.folder / index_name))
+            # whole files under temporary names, synced and renamed: a kill mid-write never
+            # leaves a torn file under a name a manifest could point to
+            atomic_write_bytes(self.folder / index_name, faiss.serialize_index(sp.index).tobytes())
             keys = list(sp.sid)
-            with open(self.folder / ids_name, "wb") as fh:
-                np.save(fh, np.array(keys, dtype=np.int64), allow_pickle=False)
+            buf = io.BytesIO()
+            np.save(buf, np.array(keys, dtype=np.int64), allow_pickle=False)
+            atomic_write_bytes(self.folder / ids_name, buf.getvalue())
             write_manifest(
                 self.folder,
                 names_name,

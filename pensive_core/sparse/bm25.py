@@ -14,6 +14,7 @@ until the next merge.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 from collections import Counter
@@ -89,6 +90,9 @@ class BM25Index:
         self._pending: dict[str, np.ndarray] = {}
         self._gen = 0
         self._seq = 0
+        # segments whose immutable files this object wrote or loaded: a segment built anew is
+        # always written, even over files of the same name an interrupted commit left behind
+        self._on_disk: set[str] = set()
         self.rebuilt = False  # whether the last commit rebuilt segments that already existed
         if folder is not None:
             manifest = read_manifest(folder, "bm25.json")
@@ -307,6 +311,10 @@ class BM25Index:
     def __contains__(self, chunk_id: str) -> bool:
         return chunk_id in self._where or chunk_id in self._pending
 
+    def ids(self) -> set[str]:
+        """Every live passage id (committed or pending)."""
+        return set(self._where) | set(self._pending)
+
     # -- persistence --------------------------------------------------------------------------
     def _persist(self) -> None:
         if self.folder is None:
@@ -325,18 +333,19 @@ class BM25Index:
                 "offsets": seg.offsets,
                 "df": seg.df,
             }
+            # every file is written whole under a temporary name, synced and renamed: a kill
+            # mid-write leaves a stray temporary file, never a torn one under a real name
+            fresh = seg.name not in self._on_disk  # segments are immutable once written
             for key, arr in arrays.items():
                 fname = f"{base}.{key}.npy"
                 keep.add(fname)
-                if not (self.folder / fname).exists():  # segments are immutable once written
-                    with open(self.folder / fname, "wb") as fh:
-                        np.save(fh, np.asarray(arr), allow_pickle=False)
+                if fresh:
+                    _save_npy(self.folder / fname, arr)
             alive_name = f"{base}.alive-{self._gen}.npy"
-            with open(self.folder / alive_name, "wb") as fh:
-                np.save(fh, seg.alive, allow_pickle=False)
+            _save_npy(self.folder / alive_name, seg.alive)
             keep.add(alive_name)
             rows_name = f"{base}.rows.json"
-            if not (self.folder / rows_name).exists():
+            if fresh:
                 atomic_write_bytes(self.folder / rows_name, json.dumps(seg.rows).encode())
             keep.add(rows_name)
             segs_meta.append(
@@ -351,8 +360,7 @@ class BM25Index:
         atomic_write_bytes(self.folder / vocab_name, json.dumps(self.vocab).encode())
         keep.add(vocab_name)
         df_name = f"bm25-df-{self._gen}.npy"
-        with open(self.folder / df_name, "wb") as fh:
-            np.save(fh, self.df, allow_pickle=False)
+        _save_npy(self.folder / df_name, self.df)
         keep.add(df_name)
         write_manifest(
             self.folder,
@@ -369,6 +377,7 @@ class BM25Index:
                 "segments": segs_meta,
             },
         )
+        self._on_disk = {seg.name for seg in self.segments}
         remove_stale(self.folder, "bm25-", keep)
 
     def _load(self, folder: Path, manifest: dict) -> None:  # type: ignore[type-arg]
@@ -404,7 +413,15 @@ class BM25Index:
                 np.load(folder / meta["alive"], allow_pickle=False),
             )
             self.segments.append(seg)
+            self._on_disk.add(seg.name)
             si = len(self.segments) - 1
             for r, cid in enumerate(rows):
                 if seg.alive[r]:
                     self._where[cid] = (si, r)
+
+
+def _save_npy(path: Path, arr: np.ndarray) -> None:
+    """Write an array as ``.npy`` atomically (temporary file, fsync, rename); never pickled."""
+    buf = io.BytesIO()
+    np.save(buf, np.asarray(arr), allow_pickle=False)
+    atomic_write_bytes(path, buf.getvalue())
