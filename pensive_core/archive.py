@@ -175,11 +175,49 @@ class Archive:
         """
         with self.transaction():
             self.db.execute("UPDATE documents SET indexed=1 WHERE indexed=0")
+            self.db.execute("DELETE FROM meta WHERE key='dirty'")  # every change is persisted
             commit = int(self.get_meta("commit") or 0)
             if changed:
                 commit += 1
                 self.set_meta("commit", commit)
         return commit
+
+    def mark_dirty(self) -> None:
+        """Record that a change to the indexes is in flight (cleared by :meth:`mark_indexed`).
+
+        A store opened with the marker set was interrupted between a change and its commit:
+        its BM25 and vector files may hold passages the archive no longer lists (a delete or a
+        replacement whose archive side committed), so the opener reconciles them.
+        """
+        if self.get_meta("dirty") is None:
+            self.set_meta("dirty", 1)
+
+    def is_dirty(self) -> bool:
+        """Whether a change was in flight when the store was last closed (see :meth:`mark_dirty`)."""
+        return self.get_meta("dirty") is not None
+
+    def mark_pending(self, doc_ids: Iterable[str]) -> None:
+        """Mark documents as not confirmed indexed: the next recovery indexes them again."""
+        ids = list(doc_ids)
+        with self.transaction():
+            for i in range(0, len(ids), 500):
+                part = ids[i : i + 500]
+                self.db.execute(
+                    f"UPDATE documents SET indexed=0 WHERE indexed=1 AND id IN "
+                    f"({','.join('?' * len(part))})",
+                    part,
+                )
+
+    def index_chunks(self) -> dict[str, tuple[str, int]]:
+        """Passage id -> ``(document id, indexed flag)`` of every passage that belongs in the
+        L2 indexes (documents indexed or pending; archive-only ones are left out)."""
+        return {
+            cid: (did, int(flag))
+            for cid, did, flag in self.db.execute(
+                "SELECT c.id, c.doc_id, d.indexed FROM chunks c JOIN documents d "
+                "ON d.id = c.doc_id WHERE d.indexed IN (0, 1)"
+            )
+        }
 
     def commit_number(self) -> int:
         """The store's commit number (see :meth:`mark_indexed`)."""

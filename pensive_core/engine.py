@@ -655,7 +655,11 @@ class Pensive:
 
     def _before_change(self) -> None:
         """Before content changes: know which passages are superseded now, so the commit can
-        tell which ones it superseded (or freed) and drop the cached answers holding them."""
+        tell which ones it superseded (or freed) and drop the cached answers holding them.
+
+        Also marks a change in flight in the archive (cleared when it commits): a store opened
+        with the mark set reconciles its indexes with the archive (see :meth:`_recover`)."""
+        self._archive.mark_dirty()
         if (
             self._temporal is not None
             and self._l1 is not None
@@ -808,14 +812,71 @@ class Pensive:
         return 2 * eps >= d.fused_gap
 
     def _recover(self) -> int:
-        """Re-index documents an interrupted ingest left unconfirmed; returns how many."""
+        """Finish what a killed process left half done; returns how many documents were
+        indexed again.
+
+        A change (ingest, replacement, delete) marks the archive dirty before it starts and
+        its commit clears the mark, so a clean store costs one meta read here. A dirty one is
+        reconciled (:meth:`_reconcile`); then documents left unconfirmed (indexed=0) are
+        indexed again from the archive, and the commit persists it all and clears the mark.
+        """
+        dirty = self._archive.is_dirty()
+        if dirty:
+            self._reconcile()
         pending = self._archive.unindexed()
         if not pending:
+            if dirty:
+                self._commit()
             return 0
         log.warning("re-indexing %d document(s) left by an interrupted ingest", len(pending))
         docs = [d for d in (self._archive.document(i) for i in pending) if d is not None]
         self.ingest(docs)
         return len(docs)
+
+    def _reconcile(self) -> None:
+        """Bring BM25 and the vectors level with the archive after an interrupted change.
+
+        Passages either index holds that no indexed or pending document lists (a delete or
+        a replacement whose archive side committed before the index files did) are removed;
+        a document whose passages either index lacks is marked pending, to be indexed again.
+        Cached answers may name passages that are gone or hold what changed: all are dropped,
+        and the commit number moves so readers reload.
+        """
+        listed = self._archive.index_chunks()
+        ns = self.config.backend.namespace
+        sparse = self._bm25.ids()
+        gone = sparse - listed.keys()
+        dense: set[str] = set()
+        if self._backend is not None:
+            lister = getattr(self._backend, "ids", None)
+            if lister is not None:
+                dense = lister(namespace=ns)
+            else:  # a backend that cannot list its ids: ask for the ones that should be there
+                want = sorted(listed)
+                for i in range(0, len(want), 1000):
+                    dense.update(self._backend.fetch(want[i : i + 1000], namespace=ns))
+            gone |= dense - listed.keys()
+            if gone:
+                self._backend.delete(sorted(gone), namespace=ns)
+        if gone:
+            self._bm25.delete(sorted(gone))
+            self._chg_removed.extend(sorted(gone))
+        missing = {
+            did
+            for cid, (did, flag) in listed.items()
+            if flag == INDEXED and (cid not in sparse or cid not in dense)
+        }
+        if missing:
+            self._archive.mark_pending(missing)
+        log.warning(
+            "recovering from an interrupted change: %d stray passage(s) removed, %d document(s) "
+            "to index again",
+            len(gone),
+            len(missing),
+        )
+        if self._l1 is not None:
+            self._l1.invalidate_all(self._commit_no)
+        self._changed = True
 
     def ingest_path(self, *paths: str | os.PathLike[str], progress: Any = None) -> IngestReport:
         """Ingest files and folders (``.txt .md .jsonl .html``), skipping unreadable ones.
