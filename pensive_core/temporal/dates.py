@@ -39,6 +39,7 @@ Choices where English is ambiguous (each pinned by a test):
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -503,6 +504,12 @@ def _shifted(ref: date, unit: str, count: int) -> tuple[date, date]:
     return _year_span(ref.year + count)
 
 
+def _off_calendar() -> contextlib.AbstractContextManager[None]:
+    """Skip a relative date that falls outside years 1 to 9999, where ``date`` cannot go
+    ("tomorrow" against 31 December 9999, "999 years ago" against 2024)."""
+    return contextlib.suppress(OverflowError, ValueError)
+
+
 def _relative(text: str, low: str, ref: date) -> list[_Atom]:
     atoms: list[_Atom] = []
     add = atoms.append
@@ -517,25 +524,30 @@ def _relative(text: str, low: str, ref: date) -> list[_Atom]:
             "tomorrow": 1,
             "the day after tomorrow": 2,
         }.get(word, 0)
-        d = ref + timedelta(days=shift)
-        add(_Atom(m.start(), m.end(), d, d + one, "day", rel=True))
+        with _off_calendar():
+            d = ref + timedelta(days=shift)
+            add(_Atom(m.start(), m.end(), d, d + one, "day", rel=True))
 
     for m in _at(low, _QUALIFIER_WORDS, _QUALIFIED):
-        _qualified(text, m, ref, atoms)
+        with _off_calendar():
+            _qualified(text, m, ref, atoms)
 
     if "day" in low:
         for m in _at(low, _WEEKDAY_NAMES, _WEEKDAY):
-            d = ref - timedelta(days=(ref.weekday() - _WEEKDAY_NUMBER[m[0]]) % 7)
-            add(_Atom(m.start(), m.end(), d, d + one, "day", rel=True))
+            with _off_calendar():
+                d = ref - timedelta(days=(ref.weekday() - _WEEKDAY_NUMBER[m[0]]) % 7)
+                add(_Atom(m.start(), m.end(), d, d + one, "day", rel=True))
 
     if "ago" in low or "from now" in low:
         for m in _scan(_AGO, low):
             count = _count(m["n"]) * (1 if m["now"] else -1)
             unit = m["u"]
-            add(_Atom(m.start(), m.end(), *_shifted(ref, unit, count), unit, rel=True))
+            with _off_calendar():
+                add(_Atom(m.start(), m.end(), *_shifted(ref, unit, count), unit, rel=True))
     for m in _scan(_IN_N, low):
         unit = m["u"]
-        add(_Atom(m.start(), m.end(), *_shifted(ref, unit, _count(m["n"])), unit, rel=True))
+        with _off_calendar():
+            add(_Atom(m.start(), m.end(), *_shifted(ref, unit, _count(m["n"])), unit, rel=True))
     return atoms
 
 
@@ -614,6 +626,12 @@ def _period(m: re.Match[str], ref: date) -> tuple[date, date, str] | None:
 
 def _resolve_partial(atom: _Atom, ref: date) -> bool:
     """Give a month or day-and-month its year from the reference; False when it has none."""
+    with _off_calendar():
+        return _resolve_partial_in(atom, ref)
+    return False  # the month falls outside the calendar
+
+
+def _resolve_partial_in(atom: _Atom, ref: date) -> bool:
     if atom.day:
         d = _day(ref.year, atom.month, atom.day)
         if d is None:
@@ -658,6 +676,12 @@ def _joins(text: str, a: _Atom, b: _Atom) -> int | None:
 
 def _fill(atom: _Atom, anchor: date, after: bool) -> bool:
     """Give a month or day-and-month the year that puts it next to ``anchor`` in a range."""
+    with _off_calendar():
+        return _fill_in(atom, anchor, after)
+    return False  # the year falls outside the calendar
+
+
+def _fill_in(atom: _Atom, anchor: date, after: bool) -> bool:
     year = anchor.year
     first = _day(year, atom.month, atom.day or 1)
     if first is not None and after and first < anchor:
@@ -667,8 +691,8 @@ def _fill(atom: _Atom, anchor: date, after: bool) -> bool:
     first = _day(year, atom.month, atom.day or 1)
     if first is None:
         return False
-    atom.lo = first
     atom.hi = first + timedelta(days=1) if atom.day else _month_span(year, atom.month)[1]
+    atom.lo = first  # after ``hi``, which may fall off the calendar
     return True
 
 
