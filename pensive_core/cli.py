@@ -106,11 +106,14 @@ def _open(
 
 
 def _json_default(value: Any) -> Any:
-    """``json.dumps`` fallback: datetimes as ISO-8601, tuples and sets as lists, else ``str``."""
+    """``json.dumps`` fallback: datetimes as ISO-8601, sets as lists, numpy scalars as numbers,
+    anything else as ``str``."""
     if isinstance(value, datetime):
         return value.isoformat()
-    if isinstance(value, (tuple, set, frozenset)):
-        return list(value)
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=str)
+    if type(value).__module__ == "numpy" and hasattr(value, "item"):
+        return value.item()
     return str(value)
 
 
