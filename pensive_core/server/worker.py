@@ -88,6 +88,9 @@ class Writer:
         proc = subprocess.Popen(
             [sys.executable, "-m", "pensive_core.server.worker", str(theirs.fileno())],
             pass_fds=(theirs.fileno(),),
+            # its own session: a Ctrl-C or SIGTERM meant for the server (its process group)
+            # does not kill the writer mid-ingest; it exits when the server says so or is gone
+            start_new_session=True,
         )
         theirs.close()
         conn = Connection(ours.detach())
@@ -361,6 +364,9 @@ def hit_json(h: Any) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server stops it by message (or EOF)
     _handler = logging.StreamHandler()
     _handler.setLevel(logging.WARNING)  # some libraries set DEBUG on their own loggers
     _handler.setFormatter(logging.Formatter("pensive-writer %(levelname)s %(name)s: %(message)s"))
