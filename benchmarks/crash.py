@@ -1,0 +1,706 @@
+"""Crash safety: SIGKILL a real ingesting process at random points, then check the store.
+
+A child process (``python -m benchmarks.crash --child STORE SEED``) opens a Pensive store (hash
+embedder, graph, temporal and the L1 cache on) and runs a workload derived from SEED: ingest
+batches of generated documents (names and dates, so the graph and temporal tables get rows),
+replacements of earlier documents, deletes and queries (answers land in the L1 cache). It prints
+``ACK <op> <kind> <ids>`` after each operation returns and ``P <phase> <time>`` when it enters
+or leaves a phase (open, embed, archive write, graph, temporal, BM25 commit, FAISS persist, ...),
+so the parent knows what was acknowledged and where the kill landed.
+
+:func:`run` kills the child ``kills`` times after a random delay spread over a whole run (timed
+first), then :func:`check` reopens the store and verifies:
+
+* no document is left half-indexed (indexed=0 rows) and the recovery marker is clear;
+* every passage of every document is in BM25, in the vector backend (fetched by id), in the
+  graph's and the temporal index's passage tables; nothing is in BM25, the vectors, the graph
+  or the temporal tables that the archive does not list;
+* every acknowledged operation's effect is there (acknowledged ingests with their text, or the
+  text of the one operation in flight at the kill; acknowledged deletes absent, ...);
+* no L1 answer names a passage that no longer exists or holds text it no longer has, and the
+  cache's commit is the store's.
+
+After each check the workload is run again to completion on the same store and every document
+must be present and found by a query for its unique token.
+
+Deterministic kills at named points use the ``PENSIVE_CRASH_AT`` environment variable, read only
+by the child here (``Class.method:when:nth``, when = before, after, mid (at the first file
+rename inside the call) or torn (the first file being written is cut in half)). Nothing in
+``pensive_core`` knows about it.
+
+``python -m benchmarks.crash --kills 200`` writes ``benchmarks/results/crash.json`` and ``.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+CONFIG: dict[str, Any] = {
+    "embedder": {"name": "hash", "dim": 64},
+    "router": {"l1": True},
+    "graph": {"enabled": True},
+    "temporal": {"enabled": True},
+}
+ENV_KILL = "PENSIVE_CRASH_AT"
+
+_FIRST = ["Ada", "Boris", "Chen", "Dalia", "Emil", "Farah", "Goran", "Hana", "Ivo", "Jana"]
+_LAST = ["Novak", "Okafor", "Petrov", "Quinn", "Rossi", "Sato", "Tanaka", "Ulman", "Varga"]
+_PLACES = ["Lisbon", "Oslo", "Nairobi", "Quito", "Hanoi", "Tallinn", "Perth", "Dakar", "Lima"]
+_MONTHS = ["January", "March", "April", "June", "August", "October", "November", "December"]
+_WORDS = (
+    "budget review harbour survey cable audit grant permit turbine orchard ledger bridge "
+    "reactor census archive vessel pipeline quarry tunnel satellite clinic furnace"
+).split()
+
+# -- the workload ---------------------------------------------------------------------------
+
+
+def token(seed: int, doc: str, version: int) -> str:
+    """The unique word of one version of one document (found by BM25 only there)."""
+    return f"zq{seed}x{doc.replace('-', '')}v{version}"
+
+
+def _text(rng: random.Random, seed: int, doc: str, version: int) -> str:
+    paras = []
+    for p in range(rng.randint(1, 4)):
+        who = f"{rng.choice(_FIRST)} {rng.choice(_LAST)}"
+        other = f"{rng.choice(_FIRST)} {rng.choice(_LAST)}"
+        where = rng.choice(_PLACES)
+        when = f"{rng.randint(1, 28)} {rng.choice(_MONTHS)} {rng.randint(1990, 2024)}"
+        filler = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(25, 70)))
+        tag = f" Reference {token(seed, doc, version)}." if p == 0 else ""
+        paras.append(
+            f"{who} visited {where} on {when} with {other}.{tag} The {rng.choice(_WORDS)} "
+            f"status is {rng.choice(_WORDS)}. {filler.capitalize()}."
+        )
+    return "\n\n".join(paras)
+
+
+def workload(seed: int, scale: int = 1) -> list[tuple[str, Any]]:
+    """The operations for ``seed``: ``("ingest", [(id, text, version), ...])``,
+    ``("delete", id)`` and ``("query", text)``, in order."""
+    rng = random.Random(seed)
+    ops: list[tuple[str, Any]] = []
+    alive: dict[str, int] = {}  # doc -> version
+    n = 0
+    for b in range(3 + 2 * scale):
+        batch = []
+        for _ in range(rng.randint(6, 6 + 6 * scale)):
+            doc = f"d{n:03d}"
+            n += 1
+            batch.append((doc, _text(rng, seed, doc, 1), 1))
+            alive[doc] = 1
+        ops.append(("ingest", batch))
+        if b == 0:
+            continue
+        for doc in rng.sample(sorted(alive), min(3, len(alive))):
+            alive[doc] += 1
+            ops.append(("ingest", [(doc, _text(rng, seed, doc, alive[doc]), alive[doc])]))
+        doc = rng.choice(sorted(alive))
+        del alive[doc]
+        ops.append(("delete", doc))
+        for doc in rng.sample(sorted(alive), min(2, len(alive))):
+            ops.append(("query", f"{token(seed, doc, alive[doc])} report"))
+    return ops
+
+
+def final_state(seed: int, scale: int = 1) -> dict[str, str | None]:
+    """Every document id the workload touches -> its text at the end (None: deleted)."""
+    state: dict[str, str | None] = {}
+    for kind, arg in workload(seed, scale):
+        _apply(state, kind, arg)
+    return state
+
+
+def _apply(state: dict[str, Any], kind: str, arg: Any) -> None:
+    if kind == "ingest":
+        for doc, text, _ in arg:
+            state[doc] = text
+    elif kind == "delete":
+        state[arg] = None
+
+
+def versions(seed: int, scale: int = 1) -> dict[str, int]:
+    """Live document -> its final version (to query for its unique token)."""
+    out: dict[str, int] = {}
+    for kind, arg in workload(seed, scale):
+        if kind == "ingest":
+            out.update({doc: v for doc, _, v in arg})
+        elif kind == "delete":
+            out.pop(arg, None)
+    return out
+
+
+def run_workload(store: str | Path, seed: int, scale: int = 1, say: Any = None) -> None:
+    """Run the whole workload on ``store`` (in this process); ``say`` gets the ACK lines."""
+    from pensive_core import Document, Pensive
+    from pensive_core.errors import NotFoundError
+
+    p = Pensive(store, config=CONFIG)
+    if say:
+        say("P ready")
+    try:
+        for i, (kind, arg) in enumerate(workload(seed, scale)):
+            if kind == "ingest":
+                p.ingest([Document(id=d, text=t) for d, t, _ in arg])
+                ids = ",".join(d for d, _, _ in arg)
+            elif kind == "delete":
+                with contextlib.suppress(NotFoundError):  # a rerun: deleted before
+                    p.delete(arg)
+                ids = arg
+            else:
+                p.query(arg, k=5)
+                ids = "-"
+            if say:
+                say(f"ACK {i} {kind} {ids}")
+                say("P between")
+    finally:
+        p.close()
+
+
+# -- the child ------------------------------------------------------------------------------
+
+
+def _say(line: str) -> None:
+    os.write(1, (line + "\n").encode())  # unbuffered: a kill right after loses nothing said
+
+
+def _die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _probe(cls: Any, name: str, phase: str) -> None:
+    """Report entering and leaving ``cls.name``."""
+    orig = getattr(cls, name)
+    stack: list[str] = []
+
+    def wrapper(*a: Any, **kw: Any) -> Any:
+        _say(f"P {phase} {time.time():.4f}")
+        stack.append(phase)
+        try:
+            return orig(*a, **kw)
+        finally:
+            stack.pop()
+            _say(f"P ~{phase} {time.time():.4f}")
+
+    setattr(cls, name, wrapper)
+
+
+def _targets() -> dict[str, tuple[Any, str, str]]:
+    from pensive_core.archive import Archive
+    from pensive_core.backends.faiss import FaissBackend
+    from pensive_core.embedders.hash import HashEmbedder
+    from pensive_core.engine import Pensive
+    from pensive_core.graph.store import GraphStore
+    from pensive_core.sparse.bm25 import BM25Index
+    from pensive_core.temporal.store import TemporalStore
+
+    return {
+        "Pensive.__init__": (Pensive, "__init__", "open"),
+        "Pensive._recover": (Pensive, "_recover", "recover"),
+        "Pensive._ingest_batch": (Pensive, "_ingest_batch", "ingest"),
+        "HashEmbedder.embed": (HashEmbedder, "embed", "embed"),
+        "Archive.write": (Archive, "write", "archive-write"),
+        "Archive.delete": (Archive, "delete", "archive-delete"),
+        "GraphStore.add_document": (GraphStore, "add_document", "graph"),
+        "GraphStore.remove_document": (GraphStore, "remove_document", "graph"),
+        "TemporalStore.add_document": (TemporalStore, "add_document", "temporal"),
+        "TemporalStore.remove_document": (TemporalStore, "remove_document", "temporal"),
+        "Pensive._commit": (Pensive, "_commit", "commit"),
+        "BM25Index.commit": (BM25Index, "commit", "bm25-commit"),
+        "FaissBackend.persist": (FaissBackend, "persist", "faiss-persist"),
+        "Archive.mark_indexed": (Archive, "mark_indexed", "mark-indexed"),
+        "Pensive._invalidate_l1": (Pensive, "_invalidate_l1", "l1-invalidate"),
+        "Pensive.query": (Pensive, "query", "query"),
+        "Pensive.delete": (Pensive, "delete", "delete"),
+        "Pensive.close": (Pensive, "close", "close"),
+    }
+
+
+def _install_kill(spec: str, targets: dict[str, tuple[Any, str, str]]) -> None:
+    """``Class.method:when:nth``: SIGKILL this process at the nth call of that method."""
+    import numpy as np
+
+    target, when, nth = spec.split(":")
+    cls, name, _ = targets[target]
+    orig = getattr(cls, name)
+    calls = [0]
+
+    def armed(fn_name: str, mod: Any, make: Any) -> Any:
+        real = getattr(mod, fn_name)
+        setattr(mod, fn_name, make(real))
+        return real
+
+    def wrapper(*a: Any, **kw: Any) -> Any:
+        calls[0] += 1
+        if calls[0] != int(nth):
+            return orig(*a, **kw)
+        if when == "before":
+            _die()
+        if when == "mid":  # the first file rename inside the call: a temp file is left
+            armed("replace", os, lambda real: lambda *x, **y: _die())
+        if when == "torn":  # the first file written inside the call is cut in half
+            import faiss
+
+            def half_save(real: Any) -> Any:
+                def save(fh: Any, arr: Any, **k: Any) -> None:
+                    buf = io.BytesIO()
+                    real(buf, arr, **k)
+                    data = buf.getvalue()
+                    if hasattr(fh, "write"):
+                        fh.write(data[: len(data) // 2])
+                        fh.flush()
+                    else:
+                        Path(fh).write_bytes(data[: len(data) // 2])
+                    _die()
+
+                return save
+
+            def half_fsync(real: Any) -> Any:
+                def fsync(fd: int) -> None:
+                    os.ftruncate(fd, os.fstat(fd).st_size // 2)
+                    _die()
+
+                return fsync
+
+            def half_index(real: Any) -> Any:
+                def write_index(index: Any, path: str) -> None:
+                    data = faiss.serialize_index(index).tobytes()
+                    Path(path).write_bytes(data[: len(data) // 2])
+                    _die()
+
+                return write_index
+
+            armed("save", np, half_save)
+            armed("fsync", os, half_fsync)
+            armed("write_index", faiss, half_index)
+        out = orig(*a, **kw)
+        _die()  # "after" (and "mid"/"torn" calls that wrote nothing)
+        return out
+
+    setattr(cls, name, wrapper)
+
+
+def child(store: str, seed: int, scale: int) -> None:
+    """The child process: probes, an optional kill point, then the workload."""
+    _say(f"P import {time.time():.4f}")
+    targets = _targets()
+    spec = os.environ.get(ENV_KILL)
+    if spec:
+        _install_kill(spec, targets)
+    for cls, name, phase in targets.values():
+        _probe(cls, name, phase)
+    run_workload(
+        store, seed, scale, say=lambda s: _say(s if s[0] != "P" else f"{s} {time.time():.4f}")
+    )
+    _say("DONE")
+
+
+# -- the parent -----------------------------------------------------------------------------
+
+
+def start_child(
+    store: Path, seed: int, scale: int = 1, kill_at: str | None = None
+) -> subprocess.Popen[bytes]:
+    """Start the child workload on ``store`` (``kill_at``: a ``PENSIVE_CRASH_AT`` spec)."""
+    env = dict(os.environ)
+    env.pop(ENV_KILL, None)
+    if kill_at:
+        env[ENV_KILL] = kill_at
+    root = Path(__file__).resolve().parents[1]
+    env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
+    env.setdefault("OMP_NUM_THREADS", "1")  # tiny indexes: threads only add overhead
+    cmd = [sys.executable, "-m", "benchmarks.crash", "--child", str(store), str(seed)]
+    cmd += ["--scale", str(scale)]
+    return subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _wait_ready(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """Read the child's output until it says ``P ready`` (kept in ``proc.head``)."""
+    head = b""
+    deadline = time.time() + timeout
+    assert proc.stdout is not None
+    while time.time() < deadline:
+        line = proc.stdout.readline()
+        head += line
+        if not line or line.startswith(b"P ready"):
+            break
+    proc.head = head  # type: ignore[attr-defined]
+
+
+def parse(out: bytes) -> dict[str, Any]:
+    """The child's report: acknowledged op indexes, the phase it was last in, whether done."""
+    acked: list[int] = []
+    stack: list[str] = []
+    last = "import"
+    done = False
+    for line in out.decode(errors="replace").splitlines():
+        parts = line.split()
+        if not parts:
+            continue
+        if parts[0] == "ACK":
+            acked.append(int(parts[1]))
+        elif parts[0] == "DONE":
+            done = True
+        elif parts[0] == "P" and len(parts) >= 2:
+            ph = parts[1]
+            if ph.startswith("~"):
+                if stack:
+                    stack.pop()
+                last = stack[-1] if stack else "between"
+            elif ph in ("ready", "between"):
+                stack, last = [], ph
+            else:
+                stack.append(ph)
+                last = ph
+    return {"acked": acked, "phase": last, "done": done}
+
+
+def expect(
+    allowed: dict[str, set[str | None]], ops: list[tuple[str, Any]], report: dict[str, Any]
+) -> None:
+    """Fold one (possibly killed) child run into the allowed states of each document."""
+    for i in report["acked"]:
+        kind, arg = ops[i]
+        if kind == "ingest":
+            for doc, text, _ in arg:
+                allowed[doc] = {text}
+        elif kind == "delete":
+            allowed[arg] = {None}
+    if not report["done"]:
+        nxt = (report["acked"][-1] + 1) if report["acked"] else 0
+        if nxt < len(ops):  # the operation in flight may or may not have taken effect
+            kind, arg = ops[nxt]
+            if kind == "ingest":
+                for doc, text, _ in arg:
+                    allowed.setdefault(doc, {None}).add(text)
+            elif kind == "delete":
+                allowed.setdefault(arg, {None}).add(None)
+
+
+def check(
+    store: str | Path,
+    allowed: dict[str, set[str | None]] | None = None,
+    tokens: dict[str, str] | None = None,
+    timing: dict[str, float] | None = None,
+) -> list[str]:
+    """Open the store (recovering it) and list every broken invariant (empty: consistent).
+
+    Args:
+        store: The store folder.
+        allowed: Document id -> the texts it may hold (None: absent); unlisted ids are free.
+        tokens: Document id -> a word only it holds: a query for it must find the document.
+        timing: If given, ``timing["open_s"]`` is set to how long opening (recovery) took.
+    """
+    import numpy as np  # noqa: F401 - loaded before timing the open
+
+    from pensive_core import Pensive
+
+    bad: list[str] = []
+    t0 = time.perf_counter()
+    try:
+        p = Pensive(store, config=CONFIG)
+    except Exception as exc:  # a store that does not open is the worst violation
+        return [f"open failed: {type(exc).__name__}: {exc}"]
+    if timing is not None:
+        timing["open_s"] = time.perf_counter() - t0
+    try:
+        db = p._archive.db
+        docs = {r[0]: r[1] for r in db.execute("SELECT id, indexed FROM documents")}
+        pending = [d for d, flag in docs.items() if flag == 0]
+        if pending:
+            bad.append(f"{len(pending)} document(s) left unindexed after reopen: {pending[:3]}")
+        if p._archive.get_meta("dirty"):
+            bad.append("the recovery marker is still set after reopen")
+        chunks: dict[str, tuple[str, str]] = {}
+        for cid, did, text in db.execute(
+            "SELECT c.id, c.doc_id, c.text FROM chunks c JOIN documents d ON d.id = c.doc_id "
+            "WHERE d.indexed IN (0, 1)"
+        ):
+            chunks[cid] = (did, text)
+        want = set(chunks)
+        bm25 = set(p._bm25._where) | set(p._bm25._pending)
+        for cid in sorted(want - bm25)[:5]:
+            bad.append(f"passage {cid} of {chunks[cid][0]} missing from BM25")
+        for cid in sorted(bm25 - want)[:5]:
+            bad.append(f"BM25 holds {cid}, which the archive does not list")
+        ns = p.config.backend.namespace
+        backend = p._backend
+        if backend is None:
+            if want:
+                bad.append("no vector backend though the archive has passages")
+        else:
+            got = backend.fetch(sorted(want), namespace=ns)
+            for cid in sorted(want - set(got))[:5]:
+                bad.append(f"passage {cid} of {chunks[cid][0]} missing from the vectors")
+            spaces = getattr(backend, "_spaces", {})
+            vec = set(spaces[ns].sid.values()) if ns in spaces else set()
+            for cid in sorted(vec - want)[:5]:
+                bad.append(f"the vectors hold {cid}, which the archive does not list")
+            if backend.count(namespace=ns) != len(want):
+                bad.append(f"the vectors count {backend.count(namespace=ns)}, want {len(want)}")
+        for table in ("graph_chunks", "temporal_chunks"):
+            rows = dict(db.execute(f"SELECT chunk_id, doc_id FROM {table}"))
+            for cid in sorted(want - set(rows))[:5]:
+                bad.append(f"passage {cid} of {chunks[cid][0]} missing from {table}")
+            for cid in sorted(set(rows) - want)[:5]:
+                bad.append(f"{table} holds {cid} ({rows[cid]}), which the archive does not list")
+            for cid in sorted(c for c in set(rows) & want if rows[c] != chunks[c][0])[:5]:
+                bad.append(f"{table} files {cid} under {rows[cid]}, the archive {chunks[cid][0]}")
+        for doc, texts in sorted((allowed or {}).items()):
+            d = p._archive.document(doc)
+            have = None if d is None else d.text
+            if have not in texts:
+                state = "absent" if have is None else "an unexpected text"
+                bad.append(f"document {doc} is {state} (acknowledged: {len(texts)} option(s))")
+        if p._l1 is not None:
+            commit = p._archive.commit_number()
+            if p._l1.commit != commit:
+                bad.append(f"the L1 cache is at commit {p._l1.commit}, the store at {commit}")
+            for query, hits in p._l1.db.execute("SELECT query, hits FROM l1"):
+                for h in json.loads(hits):
+                    c = chunks.get(h["chunk_id"])
+                    if c is None or c[0] != h["doc_id"] or h["text"] not in c[1]:
+                        bad.append(f"L1 answer to {query!r} names vanished {h['chunk_id']}")
+                        break
+        for doc, word in sorted((tokens or {}).items()):
+            res = p.query(word, k=5)
+            if doc not in [h.doc_id for h in res.hits]:
+                bad.append(f"a query for {word} does not find {doc}")
+    finally:
+        p.close()
+    return bad
+
+
+def _calibrate(root: Path, seed: int, scale: int) -> dict[str, Any]:
+    """Time one whole child run and the phases in it."""
+    store = root / "calibrate"
+    t0 = time.time()
+    proc = start_child(store, seed, scale)
+    out, err = proc.communicate(timeout=600)
+    total = time.time() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"the child failed: {err.decode()[-2000:]}")
+    spans: Counter[str] = Counter()
+    first = {}
+    for line in out.decode().splitlines():
+        parts = line.split()
+        if parts and parts[0] == "P" and len(parts) >= 3 and not parts[1].startswith("~"):
+            first.setdefault(parts[1], float(parts[2]) - t0)
+            spans[parts[1]] += 1
+    shutil.rmtree(store, ignore_errors=True)
+    ready = first.get("ready", 0.0)
+    return {
+        "total_s": total,
+        "import_s": first.get("open", 0.0),
+        "ready_s": ready,
+        "work_s": total - ready,
+        "first": first,
+    }
+
+
+def run(
+    kills: int,
+    seed: int = 0,
+    *,
+    scale: int = 1,
+    workdir: str | Path | None = None,
+    double_kill: float = 0.2,
+    early: float = 0.2,
+    lanes: int = 1,
+    progress: Any = None,
+) -> dict[str, Any]:
+    """Kill the child ``kills`` times at random points; check after each kill and after a
+    rerun to completion. Returns counts, violations (with examples), phases and recovery times.
+
+    Args:
+        kills: How many child runs to kill.
+        seed: The workload's and the delays' seed.
+        scale: Workload size (1: ~5 batches of 6-12 documents).
+        workdir: Where the store lives (default: a temporary folder, removed after).
+        double_kill: The share of kills followed by a second kill soon after the child
+            restarts (landing in its open and recovery).
+        early: The share of kills aimed at the child's import and open.
+        lanes: Stores worked on side by side (each its own child and store).
+        progress: Optional callable ``(i, report) -> None``.
+    """
+    tmp = None
+    if workdir is None:
+        tmp = tempfile.mkdtemp(prefix="pensive-crash-")
+        workdir = tmp
+    root = Path(workdir)
+    root.mkdir(parents=True, exist_ok=True)
+    ops = workload(seed, scale)
+    final = final_state(seed, scale)
+    toks = {d: token(seed, d, v) for d, v in versions(seed, scale).items()}
+    cal = _calibrate(root, seed, scale)
+    lo = 0.05
+    phases: Counter[str] = Counter()
+    recovery: list[float] = []
+    violations: list[dict[str, Any]] = []
+    counts = {"consistent": 0, "completed": 0, "done": 0}
+    lock = threading.Lock()
+    t_all = time.time()
+
+    def lane(j: int, n: int) -> None:
+        # each lane kills its own child on its own store, so lanes run side by side
+        lrng = random.Random(seed * 1000 + j)
+        store = root / f"store{j}"
+        shutil.rmtree(store, ignore_errors=True)
+        state: dict[str, set[str | None]] = {}  # a fresh store: nothing yet
+        for _ in range(n):
+            # a share of the kills in the import and open (how long they take here, alone);
+            # the rest spread over the workload, timed from when the child says it is ready,
+            # so the kills land where intended however busy the machine is
+            if lrng.random() < early:
+                runs = [lrng.uniform(lo, cal["ready_s"])]
+            else:
+                runs = [-lrng.uniform(0.0, cal["work_s"] * 1.05)]
+            if lrng.random() < double_kill:  # the restart is killed too, in open/recovery
+                runs.append(lrng.uniform(cal["import_s"], cal["ready_s"] + 0.3))
+            allowed = {d: set(v) for d, v in state.items()}
+            seen = []
+            for delay in runs:
+                proc = start_child(store, seed, scale)
+                if delay >= 0:  # from the start: lands in the import or the open
+                    time.sleep(delay)
+                else:  # -delay into the workload, timed from the child's own "ready"
+                    _wait_ready(proc, 60)
+                    time.sleep(-delay)
+                proc.send_signal(signal.SIGKILL)
+                out, _ = proc.communicate(timeout=120)
+                rep = parse(getattr(proc, "head", b"") + out)
+                seen.append("finished" if rep["done"] else rep["phase"])
+                expect(allowed, ops, rep)
+            timing: dict[str, float] = {}
+            after_kill = check(store, allowed, timing=timing)
+            run_workload(store, seed, scale)
+            state = {d: {t} for d, t in final.items()}
+            after_rerun = check(store, state, tokens=toks)
+            with lock:
+                i = counts["done"]
+                counts["done"] += 1
+                phases.update(seen)
+                recovery.append(timing.get("open_s", float("nan")))
+                for what, bad in (("kill", after_kill), ("rerun", after_rerun)):
+                    if bad:
+                        violations.append(
+                            {"kill": i, "phase": seen[-1], "after": what, "what": bad}
+                        )
+                    else:
+                        counts["consistent" if what == "kill" else "completed"] += 1
+                if progress:
+                    progress(i, {"phase": seen[-1], "violations": len(violations)})
+
+    try:
+        share = [kills // lanes + (1 if j < kills % lanes else 0) for j in range(lanes)]
+        threads = [threading.Thread(target=lane, args=(j, n)) for j, n in enumerate(share)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    consistent, completed = counts["consistent"], counts["completed"]
+    if counts["done"] != kills:
+        violations.append({"kill": -1, "phase": "-", "after": "-", "what": ["a lane failed"]})
+    rec = sorted(recovery)
+    return {
+        "kills": kills,
+        "seed": seed,
+        "lanes": lanes,
+        "scale": scale,
+        "operations": len(ops),
+        "child_run_s": round(cal["total_s"], 3),
+        "child_import_s": round(cal["import_s"], 3),
+        "child_ready_s": round(cal["ready_s"], 3),
+        "early_share": early,
+        "consistent_after_kill": consistent,
+        "completed_after_rerun": completed,
+        "violations": len(violations),
+        "violation_examples": violations[:10],
+        "phases": dict(phases.most_common()),
+        "recovery_s": {
+            "p50": round(rec[len(rec) // 2], 4) if rec else None,
+            "p90": round(rec[int(len(rec) * 0.9)], 4) if rec else None,
+            "max": round(rec[-1], 4) if rec else None,
+        },
+        "seconds": round(time.time() - t_all, 1),
+    }
+
+
+def render(r: dict[str, Any]) -> str:
+    """The Markdown report."""
+    lines = [
+        "# Crash safety: SIGKILL during ingest",
+        "",
+        "A child process runs a workload of ingest batches, replacements, deletes and cached "
+        "queries (hash embedder, graph, temporal and L1 on) and is killed with SIGKILL after a "
+        "random delay spread over a whole run; the store is then reopened and checked "
+        "(`benchmarks/crash.py`), and the workload re-run to completion and checked again.",
+        "",
+        f"* kills: **{r['kills']}** (seed {r['seed']}, {r['operations']} operations per run, "
+        f"a full child run {r['child_run_s']} s alone, ready after {r['child_ready_s']} s; "
+        f"{r['early_share']:.0%} of kills aimed at import/open, the rest spread over the "
+        f"workload timed from the child's ready; {r['lanes']} stores side by side)",
+        f"* consistent after the kill: **{r['consistent_after_kill']}/{r['kills']}**",
+        f"* completed and consistent after the rerun: **{r['completed_after_rerun']}/{r['kills']}**",
+        f"* violations: **{r['violations']}**",
+        f"* reopen (recovery) time: p50 {r['recovery_s']['p50']} s, p90 {r['recovery_s']['p90']} s, "
+        f"max {r['recovery_s']['max']} s",
+        "",
+        "| phase at the kill | kills |",
+        "|---|---:|",
+    ]
+    lines += [f"| {k} | {v} |" for k, v in r["phases"].items()]
+    if r["violation_examples"]:
+        lines += ["", "## Violations (first ten)", ""]
+        lines += [
+            f"* kill {v['kill']} ({v['phase']}, after {v['after']}): {'; '.join(v['what'][:3])}"
+            for v in r["violation_examples"]
+        ]
+    lines += ["", f"Measured in {r['seconds']} s.", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--child", nargs=2, metavar=("STORE", "SEED"))
+    ap.add_argument("--scale", type=int, default=0, help="workload size (0: 15 operations)")
+    ap.add_argument("--kills", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--lanes", type=int, default=2, help="stores killed side by side")
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args(argv)
+    if args.child:
+        child(args.child[0], int(args.child[1]), args.scale)
+        return
+    from benchmarks.common import RESULTS, environment, source_state, write_results
+
+    def show(i: int, rep: dict[str, Any]) -> None:
+        print(f"kill {i + 1}/{args.kills}: {rep['phase']}, violations so far {rep['violations']}")
+
+    result = run(args.kills, args.seed, scale=args.scale, lanes=args.lanes, progress=show)
+    result["environment"] = environment()
+    result["source"] = source_state()
+    write_results("crash", args.out or RESULTS, result, render(result))
+
+
+if __name__ == "__main__":
+    main()
