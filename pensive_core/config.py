@@ -205,6 +205,7 @@ class RouterConfig(_Section):
     # after a commit, this many of the cached answers it affects (most used first) are answered
     # again at once from their stored query vectors; the rest are dropped
     l1_refresh: int = Field(256, ge=0)
+    l1_refresh_ms: float = Field(250.0, ge=0)  # and at most this long per commit
     # escalate to the archive when the question asks for an identifier, figure or quote that the
     # top passages do not contain
     l3_exact: bool = True

@@ -730,10 +730,13 @@ class Pensive:
         assert self._l1 is not None
         self._l1.invalidate(victims, commit)
         budget = self.config.router.l1_refresh
+        # a time budget too: a small ingest into a store with a warm cache must not hold the
+        # writer for seconds answering hundreds of questions again (the rest are just dropped)
+        deadline = time.perf_counter() + self.config.router.l1_refresh_ms / 1000.0
         settings = self._query_settings()
         dense = self.config.fusion.weights.get("dense", 0.0) > 0 and self._backend is not None
         for e in sorted(affected, key=lambda e: -e.freq):
-            if budget <= 0:
+            if budget <= 0 or time.perf_counter() > deadline:
                 break
             qk = make_key(e.text, e.k, e.as_of, settings)
             if qk.scope != e.scope or (dense and e.deps.qvec is None):
