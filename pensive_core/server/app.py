@@ -431,7 +431,11 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> Any:
-        await asyncio.get_running_loop().run_in_executor(svc.pool, svc.writer.start)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(svc.pool, svc.writer.start)
+        # every known namespace opened (and the model loaded) before the server says ready
+        for ns in ring.namespaces if ring else [DEFAULT_NAMESPACE]:
+            await loop.run_in_executor(svc.pool, svc.space, ns)
         try:
             yield
         finally:
