@@ -620,3 +620,65 @@ def test_concurrent_clients(client):
     assert errors == []
     hit = client.post("/v1/query", json={"text": "zebra3x10"}, headers=A).json()["hits"][0]
     assert hit["doc_id"] == "c3-10"
+
+
+def test_pensive_serve_logs_requests_but_never_a_key(tmp_path):
+    """The real command: uvicorn's access log and the writer's log, read from the process."""
+    import socket
+    import subprocess
+    import sys
+
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (tmp_path / "pensive.toml").write_text('[embedder]\nname = "hash"\ndim = 64\n')
+    keys = tmp_path / "keys.toml"
+    keys.write_text(f'[keys]\n"{KEY_A}" = "team-a"\n')
+    env = {**os.environ, "PENSIVE_API_KEYS": f"{KEY_B}=team-b"}
+    cmd = [
+        sys.executable,
+        "-m",
+        "pensive_core.cli",
+        "serve",
+        "--store",
+        str(tmp_path / "s"),
+        "--config",
+        str(tmp_path / "pensive.toml"),
+        "--keys",
+        str(keys),
+        "--port",
+        str(port),
+    ]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            try:
+                if httpx.get(f"{url}/health/ready", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        assert (
+            httpx.post(f"{url}/v1/documents", json={"documents": DOCS}, headers=A).status_code
+            == 200
+        )
+        assert httpx.post(f"{url}/v1/query", json={"text": "tea"}, headers=B).status_code == 200
+        assert (
+            httpx.post(
+                f"{url}/v1/query",
+                json={"text": "tea"},
+                headers={"Authorization": f"Bearer {KEY_A}-wrong"},
+            ).status_code
+            == 401
+        )
+        assert httpx.get(f"{url}/v1/config", headers=A).status_code == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    log = out.decode("utf-8", "replace")
+    assert "POST /v1/query" in log and "401" in log  # requests were logged...
+    assert KEY_A not in log and KEY_B not in log  # ...and no key with them
+    assert "restarting" not in log  # a clean stop does not look like a crash
