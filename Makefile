@@ -49,6 +49,8 @@ bench: bench-setup
 	$(BIN)/python -m benchmarks.temporal --store $(BENCH)/temporal --scifact-store $(BENCH)/scifact
 	$(BIN)/python -m benchmarks.contextual --store $(BENCH)/contextual --compare-store $(BENCH)/scifact
 	$(BIN)/python -m benchmarks.memory --store $(BENCH)/memory
+	$(BIN)/python -m benchmarks.reliability --store $(BENCH)/reliability
+	$(BIN)/python -m benchmarks.crash --kills 200
 
 lint: $(STAMP)
 	$(BIN)/ruff check pensive_core pensive_llamaindex pensive_langchain tests benchmarks

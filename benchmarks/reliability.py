@@ -1,0 +1,300 @@
+"""Load on the HTTP service: N concurrent clients on 127.0.0.1, 90% queries / 10% ingests.
+
+``pensive serve`` runs as a real subprocess (its writer in a process of its own) over a store of
+SciFact abstracts with the default configuration (bundled MiniLM, FAISS, every feature on).
+Clients are threads with their own HTTP connections. Queries are SciFact claims drawn uniformly
+(repeats happen, as they do in use); each ingest sends one held-out SciFact abstract that is
+not yet in the store and waits for its commit. Two phases: queries alone, then the mix.
+Afterwards every acknowledged ingest is checked: fetched by id, and found by a query for its
+title. Errors (any non-2xx or transport failure) must be 0.
+
+    python -m benchmarks.reliability --store .bench/reliability --clients 8 --seconds 60
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from benchmarks.common import base_parser, environment, source_state, write_results
+from benchmarks.scifact_data import load
+
+KEY = "reliability-bench-" + "k" * 24
+AUTH = {"Authorization": f"Bearer {KEY}"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _serve(store: Path, port: int) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PENSIVE_API_KEYS": f"{KEY}=default"}
+    cmd = [
+        sys.executable,
+        "-m",
+        "pensive_core.cli",
+        "serve",
+        "--store",
+        str(store),
+        "--port",
+        str(port),
+    ]
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def _wait_ready(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 600) -> None:
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"error: the server exited: {proc.stderr.read().decode()[-2000:]}")
+        try:
+            if httpx.get(f"{url}/health/ready", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise SystemExit("error: the server did not become ready")
+
+
+class _Load:
+    """Clients hammering the server for a bounded time; every outcome recorded."""
+
+    def __init__(
+        self, url: str, claims: list[str], fresh: list[Any], ingest_share: float, seed: int
+    ) -> None:
+        self.url, self.claims, self.ingest_share = url, claims, ingest_share
+        self.fresh = list(fresh)
+        self.fresh_lock = threading.Lock()
+        self.lat: dict[str, list[float]] = {"query": [], "ingest": []}
+        self.tiers: dict[str, int] = {}
+        self.errors: list[str] = []
+        self.acked: list[Any] = []
+        self.lock = threading.Lock()
+        self.seed = seed
+
+    def client(self, n: int, until: float) -> None:
+        rng = random.Random(self.seed * 1000 + n)
+        with httpx.Client(base_url=self.url, headers=AUTH, timeout=120) as http:
+            while time.perf_counter() < until:
+                doc = None
+                if rng.random() < self.ingest_share:
+                    with self.fresh_lock:
+                        doc = self.fresh.pop() if self.fresh else None
+                t = time.perf_counter()
+                try:
+                    if doc is not None:
+                        body = {
+                            "documents": [
+                                {"id": doc.id, "text": doc.text, "metadata": dict(doc.metadata)}
+                            ]
+                        }
+                        r = http.post("/v1/documents", json=body)
+                        kind = "ingest"
+                    else:
+                        r = http.post("/v1/query", json={"text": rng.choice(self.claims), "k": 10})
+                        kind = "query"
+                    ms = (time.perf_counter() - t) * 1000
+                    with self.lock:
+                        if r.status_code != 200:
+                            self.errors.append(f"{kind} {r.status_code} {r.text[:200]}")
+                            continue
+                        self.lat[kind].append(ms)
+                        if kind == "ingest":
+                            self.acked.append(doc)
+                        else:
+                            tier = r.json()["tier"]
+                            self.tiers[tier] = self.tiers.get(tier, 0) + 1
+                except httpx.HTTPError as exc:
+                    with self.lock:
+                        self.errors.append(f"{type(exc).__name__}: {exc}")
+
+    def run(self, clients: int, seconds: float) -> dict[str, Any]:
+        until = time.perf_counter() + seconds
+        t0 = time.perf_counter()
+        threads = [threading.Thread(target=self.client, args=(n, until)) for n in range(clients)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wall = time.perf_counter() - t0
+        ops = sum(len(v) for v in self.lat.values())
+        return {
+            "clients": clients,
+            "seconds": round(wall, 2),
+            "requests": ops + len(self.errors),
+            "throughput_rps": round(ops / wall, 2),
+            "queries": _summary(self.lat["query"]),
+            "ingests": _summary(self.lat["ingest"]),
+            "tiers": dict(sorted(self.tiers.items())),
+            "errors": len(self.errors),
+            "error_examples": self.errors[:5],
+        }
+
+
+def _summary(ms: list[float]) -> dict[str, Any]:
+    if not ms:
+        return {"n": 0}
+    a = np.asarray(ms)
+    p50, p95, p99 = np.percentile(a, [50, 95, 99])
+    return {
+        "n": len(ms),
+        "p50_ms": round(float(p50), 1),
+        "p95_ms": round(float(p95), 1),
+        "p99_ms": round(float(p99), 1),
+        "max_ms": round(float(a.max()), 1),
+    }
+
+
+def _verify(url: str, acked: list[Any]) -> dict[str, Any]:
+    """Every acknowledged ingest: stored whole, and found by a query for its title."""
+    fetched = found = 0
+    missing: list[str] = []
+    with httpx.Client(base_url=url, headers=AUTH, timeout=120) as http:
+        for doc in acked:
+            r = http.get(f"/v1/documents/{doc.id}")
+            ok_fetch = r.status_code == 200 and r.json()["text"] == doc.text
+            fetched += ok_fetch
+            hits = http.post("/v1/query", json={"text": doc.metadata["title"], "k": 10}).json()[
+                "hits"
+            ]
+            ok_found = any(h["doc_id"] == doc.id for h in hits)
+            found += ok_found
+            if not (ok_fetch and ok_found):
+                missing.append(doc.id)
+    return {
+        "acknowledged": len(acked),
+        "fetched_whole": fetched,
+        "found_by_title": found,
+        "not_found": missing[:10],
+    }
+
+
+def main() -> None:
+    ap = base_parser(__doc__.splitlines()[0])
+    ap.add_argument("--docs", type=int, default=1500, help="SciFact abstracts in the base store")
+    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--seconds", type=float, default=60.0, help="length of the mixed phase")
+    ap.add_argument("--baseline-seconds", type=float, default=20.0, help="queries-only phase")
+    ap.add_argument("--ingest-share", type=float, default=0.10)
+    ap.add_argument("--seed", type=int, default=7)
+    args = ap.parse_args()
+    store = args.store or Path(".bench/reliability")
+    docs, queries, _ = load(args.data)
+    rng = random.Random(args.seed)
+    rng.shuffle(docs)
+    base, held = docs[: args.docs], docs[args.docs :]
+    claims = list(queries.values())
+
+    from pensive_core import Pensive
+
+    t = time.perf_counter()
+    with Pensive(store) as p:  # the default configuration; unchanged documents are skipped
+        known = {d for (d,) in p._archive.db.execute("SELECT id FROM documents")}
+        report = p.ingest(base)
+        extra = known - {d.id for d in base}
+    build_s = time.perf_counter() - t
+    fresh = [d for d in held if d.id not in known]
+    print(
+        f"base store: {len(base)} documents ({report.added} added, {build_s:.0f} s); "
+        f"{len(fresh)} held out for ingests"
+    )
+
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = _serve(store, port)
+    try:
+        _wait_ready(url, proc)
+        with httpx.Client(base_url=url, headers=AUTH, timeout=120) as http:  # warm the model
+            http.post("/v1/query", json={"text": claims[0]})
+        baseline = _Load(url, claims, [], 0.0, args.seed).run(args.clients, args.baseline_seconds)
+        print("queries only:", baseline)
+        load_ = _Load(url, claims, fresh, args.ingest_share, args.seed + 1)
+        mixed = load_.run(args.clients, args.seconds)
+        print("mixed:", mixed)
+        verified = _verify(url, load_.acked)
+        print("verified:", verified)
+        ready = httpx.get(f"{url}/health/ready", timeout=10).json()
+        stats = httpx.get(f"{url}/v1/stats", headers=AUTH, timeout=60).json()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    payload = {
+        "benchmark": "reliability",
+        "data": {
+            "corpus": "scifact",
+            "base_documents": len(base),
+            "stale_documents_in_store": len(extra),
+            "queries": "scifact train claims, uniform with repeats",
+            "seed": args.seed,
+        },
+        "config": "defaults (pensive serve, bundled MiniLM, FAISS, L1 on, graph and temporal on)",
+        "clients": args.clients,
+        "ingest_share": args.ingest_share,
+        "baseline_queries_only": baseline,
+        "mixed": mixed,
+        "acknowledged_ingests": verified,
+        "writer_restarts": ready.get("writer_restarts"),
+        "store_documents_after": stats["documents"],
+        "environment": environment(),
+        "source": source_state(),
+    }
+    write_results("reliability", args.out, payload, _markdown(payload))
+
+
+def _markdown(r: dict[str, Any]) -> str:
+    def row(name: str, phase: dict[str, Any], kind: str) -> str:
+        s = phase[kind]
+        if not s.get("n"):
+            return f"| {name} | {kind} | 0 | | | | |"
+        return (
+            f"| {name} | {kind} | {s['n']} | {s['p50_ms']} | {s['p95_ms']} | {s['p99_ms']} | "
+            f"{phase['throughput_rps']} |"
+        )
+
+    b, m, v = r["baseline_queries_only"], r["mixed"], r["acknowledged_ingests"]
+    return "\n".join(
+        [
+            "# Reliability: the HTTP service under load",
+            "",
+            f"{r['clients']} concurrent clients on 127.0.0.1 against `pensive serve` (a subprocess; its "
+            f"writer in a process of its own) over {r['data']['base_documents']} SciFact abstracts, "
+            "default configuration. Queries: SciFact claims (k = 10). Ingests: one held-out abstract "
+            "each, waiting for its commit.",
+            "",
+            "| phase | request | n | p50 ms | p95 ms | p99 ms | all requests/s |",
+            "|---|---|---:|---:|---:|---:|---:|",
+            row(f"queries only ({b['seconds']} s)", b, "queries"),
+            row(f"90/10 mix ({m['seconds']} s)", m, "queries"),
+            row(f"90/10 mix ({m['seconds']} s)", m, "ingests"),
+            "",
+            f"- Errors: **{b['errors'] + m['errors']}** (queries only {b['errors']}, mix {m['errors']}).",
+            f"- Tiers that answered in the mix: {m['tiers']}.",
+            f"- Acknowledged ingests: {v['acknowledged']}; fetched whole afterwards: {v['fetched_whole']}; "
+            f"found by a query for their title (top 10): {v['found_by_title']}.",
+            f"- Writer restarts: {r['writer_restarts']}.",
+            "",
+            "Reproduce: `python -m benchmarks.reliability --store .bench/reliability` "
+            f"(`--clients {r['clients']} --seconds {m['seconds']:.0f}`).",
+            "",
+        ]
+    )
+
+
+if __name__ == "__main__":
+    main()
