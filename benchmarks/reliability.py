@@ -184,7 +184,7 @@ def _verify(url: str, acked: list[Any]) -> dict[str, Any]:
 
 def main() -> None:
     ap = base_parser(__doc__.splitlines()[0])
-    ap.add_argument("--docs", type=int, default=1500, help="SciFact abstracts in the base store")
+    ap.add_argument("--docs", type=int, default=1000, help="SciFact abstracts in the base store")
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--seconds", type=float, default=60.0, help="length of the mixed phase")
     ap.add_argument("--baseline-seconds", type=float, default=20.0, help="queries-only phase")

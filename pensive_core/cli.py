@@ -696,7 +696,9 @@ def chat_list(
     for col in ("session", "user", "turns"):
         table.add_column(col, justify="right" if col == "turns" else "left")
     for row in rows:
-        table.add_row(escape(row["session_id"]), escape(row["user"] or "-"), str(row["turns"]))
+        table.add_row(
+            escape(str(row["session_id"])), escape(str(row["user"] or "-")), str(row["turns"])
+        )
     console.print(table)
 
 

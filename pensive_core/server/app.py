@@ -71,7 +71,7 @@ _STATUS: dict[str, tuple[int, str]] = {
     "WorkerCrashed": (503, "writer_crashed"),
     "NotReady": (503, "not_ready"),
 }
-_ERRORS = {
+_ERRORS: dict[int | str, dict[str, Any]] = {
     s: {"model": ErrorBody, "description": d}
     for s, d in {
         400: "Bad input (invalid_input, invalid_json, invalid_utf8, json_too_deep, query_too_long)",
@@ -244,6 +244,8 @@ class _Service:
         def finished(f: Future[Any]) -> None:
             now = datetime.now(timezone.utc).isoformat()
             exc = f.exception()
+            if exc is not None and not isinstance(exc, Exception):
+                exc = WorkerError("Error", str(exc))
             if exc is None:
                 result = f.result()
                 report = result if isinstance(result, dict) else {"result": result}

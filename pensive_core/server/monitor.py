@@ -77,7 +77,7 @@ class Monitor:
         self._lock = threading.Lock()
         self._recent: deque[dict[str, Any]] = deque(maxlen=max(recent, 0) or None)
         self._keep_recent = recent > 0
-        self._latency = {t: deque(maxlen=_WINDOW) for t in _TIERS}
+        self._latency: dict[str, deque[float]] = {t: deque(maxlen=_WINDOW) for t in _TIERS}
         self._count = dict.fromkeys(_TIERS, 0)
         self._jobs: dict[str, Job] = {}
 
@@ -113,9 +113,12 @@ class Monitor:
             counts = dict(self._count)
             lat = {t: np.asarray(self._latency[t], dtype=np.float64) for t in _TIERS}
         total = sum(counts.values())
-        tiers = {
-            t: {"count": counts[t], "share": round(counts[t] / total, 4) if total else 0.0}
-            | _percentiles(lat[t])
+        tiers: dict[str, dict[str, float | None]] = {
+            t: {
+                "count": counts[t],
+                "share": round(counts[t] / total, 4) if total else 0.0,
+                **_percentiles(lat[t]),
+            }
             for t in _TIERS
         }
         every = np.concatenate(list(lat.values()))

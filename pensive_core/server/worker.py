@@ -256,7 +256,11 @@ def _child_main(conn: Any) -> None:
             if not msg["op"].startswith("chat."):
                 send({"id": rid, "progress": 0})  # started: the job is running
             try:
-                result = _handle(msg, store, lambda n, rid=rid: send({"id": rid, "progress": n}))
+
+                def progress(n: int, rid: int = rid) -> None:
+                    send({"id": rid, "progress": n})
+
+                result = _handle(msg, store, progress)
                 send({"id": rid, "ok": True, "result": result})
             except Exception as exc:  # noqa: BLE001 - every failure goes back to the caller
                 if not isinstance(exc, PensiveError):
