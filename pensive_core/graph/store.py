@@ -26,6 +26,7 @@ import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import sparse
@@ -299,56 +300,73 @@ class GraphStore:
         e_row = {eid: len(chunks) + i for i, (eid, _, _) in enumerate(entities)}
         t_row = {t: len(chunks) + len(entities) + i for i, t in enumerate(types)}
         n = len(nodes)
-        lists: dict[str, tuple[list[int], list[int], list[float]]] = {
-            t: ([], [], []) for t in EDGE_TYPES
+        # built as arrays, not edge by edge: readers rebuild this view after every commit of
+        # the writer, and per-edge Python calls made that half a second at 1,000 abstracts
+        parts: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {
+            t: [] for t in EDGE_TYPES
         }
 
-        def edge(kind: str, i: int, j: int, w: float) -> None:
-            rows, cols, ws = lists[kind]
-            rows.append(i)
-            cols.append(j)
-            ws.append(w)
+        def edges(kind: str, rows: Any, cols: Any, ws: Any = None) -> None:
+            r = np.asarray(rows, dtype=np.int64)
+            c = np.asarray(cols, dtype=np.int64)
+            w = np.ones(len(r), np.float32) if ws is None else np.asarray(ws, dtype=np.float32)
+            parts[kind].append((r, c, w))
 
-        by_chunk: dict[int, list[int]] = {}
-        for cid, eid, count in self.db.execute(
-            "SELECT chunk_id, entity_id, count FROM graph_mentions ORDER BY chunk_id, entity_id"
-        ):
-            i, j = c_row.get(cid), e_row.get(eid)
-            if i is None or j is None:
-                continue
-            edge("mentions", i, j, float(count))
-            edge("mentioned_in", j, i, float(count))
-            by_chunk.setdefault(i, []).append(j)
-        for eid, _, kind in entities:
-            edge("is_a", e_row[eid], t_row[kind], 1.0)
-            edge("has_member", t_row[kind], e_row[eid], 1.0)
+        found = [
+            (c_row.get(cid), e_row.get(eid), count)
+            for cid, eid, count in self.db.execute(
+                "SELECT chunk_id, entity_id, count FROM graph_mentions"
+            )
+        ]
+        found = [f for f in found if f[0] is not None and f[1] is not None]
+        m_c = np.fromiter((f[0] for f in found), np.int64, len(found))
+        m_e = np.fromiter((f[1] for f in found), np.int64, len(found))
+        m_w = np.fromiter((f[2] for f in found), np.float32, len(found))
+        edges("mentions", m_c, m_e, m_w)
+        edges("mentioned_in", m_e, m_c, m_w)
+        e_nodes = np.fromiter((e_row[eid] for eid, _, _ in entities), np.int64, len(entities))
+        t_nodes = np.fromiter((t_row[kind] for _, _, kind in entities), np.int64, len(entities))
+        edges("is_a", e_nodes, t_nodes)
+        edges("has_member", t_nodes, e_nodes)
         docs: dict[str, list[tuple[int, int]]] = {}
         for cid, did, ordinal in chunks:
             docs.setdefault(did, []).append((ordinal, c_row[cid]))
+        a_list: list[int] = []
+        b_list: list[int] = []
         for seq in docs.values():
             seq.sort()
-            for (_, a), (_, b) in zip(seq, seq[1:]):
-                edge("next", a, b, 1.0)
-                edge("prev", b, a, 1.0)
+            a_list += [x for _, x in seq[:-1]]
+            b_list += [x for _, x in seq[1:]]
+        edges("next", a_list, b_list)
+        edges("prev", b_list, a_list)
+        s_e: list[int] = []
+        s_c: list[int] = []
         for did, eid in self.db.execute("SELECT doc_id, entity_id FROM graph_subjects"):
             e = e_row.get(eid)
-            if e is None:
-                continue
-            for _, c in docs.get(did, ()):
-                edge("about", e, c, 1.0)
-                edge("subject", c, e, 1.0)
-        for ents in by_chunk.values():
-            if 1 < len(ents) <= self.max_pair_entities:
-                for a in ents:
-                    for b in ents:
-                        if a != b:
-                            edge("co_occurs", a, b, 1.0)  # summed per pair below
-        mats = {
-            t: sparse.csr_matrix(
-                (np.asarray(ws, dtype=np.float32), (rows, cols)), shape=(n, n), dtype=np.float32
-            )
-            for t, (rows, cols, ws) in lists.items()
-        }
+            if e is not None:
+                of_doc = [c for _, c in docs.get(did, ())]
+                s_e += [e] * len(of_doc)
+                s_c += of_doc
+        edges("about", s_e, s_c)
+        edges("subject", s_c, s_e)
+        # co-occurrence: entity pairs of every passage naming 2..max_pair_entities entities,
+        # one per passage, summed per pair (the incidence matrix's Gram, diagonal removed)
+        per_chunk = np.bincount(m_c, minlength=n) if len(m_c) else np.zeros(n, np.int64)
+        keep = (per_chunk[m_c] > 1) & (per_chunk[m_c] <= self.max_pair_entities)
+        inc = sparse.csr_matrix(
+            (np.ones(int(keep.sum()), np.float32), (m_c[keep], m_e[keep])), shape=(n, n)
+        )
+        inc.data[:] = 1.0  # one passage counts once per pair, however often it names them
+        co = (inc.T @ inc).tocoo()
+        off = co.row != co.col
+        edges("co_occurs", co.row[off], co.col[off], co.data[off])
+        mats = {}
+        for t in EDGE_TYPES:
+            got = parts[t]
+            rows = np.concatenate([g[0] for g in got]) if got else np.zeros(0, np.int64)
+            cols = np.concatenate([g[1] for g in got]) if got else np.zeros(0, np.int64)
+            ws = np.concatenate([g[2] for g in got]) if got else np.zeros(0, np.float32)
+            mats[t] = sparse.csr_matrix((ws, (rows, cols)), shape=(n, n), dtype=np.float32)
         for m in mats.values():
             m.sum_duplicates()
         adjacency = sum(mats.values(), sparse.csr_matrix((n, n), dtype=np.float32)).tocsr()
