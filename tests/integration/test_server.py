@@ -36,7 +36,8 @@ DOCS = [
 
 
 def _app(root: Path, config: dict | None = None, **options):
-    cfg = {**HASH_CONFIG, **(config or {})}
+    # two readers: concurrent queries really run side by side on separate store handles
+    cfg = {**HASH_CONFIG, "server": {"readers": 2}, **(config or {})}
     options.setdefault("keys", {KEY_A: "team-a", KEY_B: "team-b"})
     return create_app(root, cfg, **options)
 
