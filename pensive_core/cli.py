@@ -15,7 +15,6 @@ import importlib
 import json
 import os
 import sys
-from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,11 +26,11 @@ from rich.table import Table
 
 from .errors import InputError, NotFoundError, PensiveError
 from .namespaces import DEFAULT_NAMESPACE, namespace_path
+from .wire import document_json, hit_json, result_json, turn_json
 
 if TYPE_CHECKING:
     from .engine import Pensive
-    from .memory.conversation import Conversation, Turn
-    from .types import Document, Hit, IngestReport, QueryResult
+    from .memory.conversation import Conversation
 
 app = typer.Typer(
     add_completion=False,
@@ -155,61 +154,6 @@ def _time(text: str | None, option: str) -> datetime | None:
         raise InputError(f"{option}: {exc}") from None
 
 
-def _hit_json(hit: Hit) -> dict[str, Any]:
-    """A hit as the HTTP service returns it."""
-    return {
-        "doc_id": hit.doc_id,
-        "chunk_id": hit.chunk_id,
-        "text": hit.text,
-        "score": hit.score,
-        "metadata": dict(hit.metadata),
-        "timestamp": hit.timestamp,
-        "sources": dict(hit.sources),
-        "valid_from": hit.valid_from,
-        "valid_to": hit.valid_to,
-        "superseded_by": hit.superseded_by,
-    }
-
-
-def _result_json(res: QueryResult) -> dict[str, Any]:
-    """A query result as the HTTP service returns it."""
-    from dataclasses import asdict
-
-    return {
-        "text": res.query,
-        "tier": res.tier,
-        "confidence": res.confidence,
-        "latency_ms": res.latency_ms,
-        "hits": [_hit_json(h) for h in res.hits],
-        "cached_from": res.cached_from,
-        "time_scope": None if res.time_scope is None else asdict(res.time_scope),
-        "aggregation": None if res.aggregation is None else asdict(res.aggregation),
-    }
-
-
-def _document_json(doc: Document) -> dict[str, Any]:
-    return {
-        "id": doc.id,
-        "text": doc.text,
-        "metadata": dict(doc.metadata),
-        "timestamp": doc.timestamp,
-    }
-
-
-def _turn_json(turn: Turn) -> dict[str, Any]:
-    return {
-        "id": turn.id,
-        "seq": turn.seq,
-        "role": turn.role,
-        "text": turn.text,
-        "timestamp": turn.timestamp,
-        "metadata": dict(turn.metadata),
-        "segment": turn.segment,
-        "drift": turn.drift,
-        "shift": turn.shift,
-    }
-
-
 @app.command()
 def ingest(
     paths: list[Path] = typer.Argument(
@@ -253,10 +197,7 @@ def ingest(
         def progress(n: int) -> None:
             bar.update(task, completed=n)
 
-        if archive_only:
-            report = _ingest_archive_only(p, paths, progress)
-        else:
-            report = p.ingest_path(*paths, progress=progress)
+        report = p.ingest_path(*paths, progress=progress, archive_only=archive_only)
         bar.update(
             task,
             total=report.added + report.updated + report.unchanged,
@@ -270,34 +211,6 @@ def ingest(
     for source, message in report.errors:
         detail = message if message.startswith(source) else f"{source}: {message}"
         err_console.print(f"[yellow]skipped[/] {escape(detail)}", highlight=False)
-
-
-def _ingest_archive_only(p: Pensive, paths: Iterable[Path], progress: Any) -> IngestReport:
-    """``Pensive.ingest_path`` with ``archive_only=True`` (which ``ingest_path`` lacks)."""
-    from .loaders import iter_files, load_file
-    from .types import IngestReport
-
-    paths = list(paths)
-    for raw in paths:
-        if not raw.expanduser().exists():
-            raise InputError(f"no such file or folder: {raw}")
-    errors: list[tuple[str, str]] = []
-
-    def docs() -> Iterable[Document]:
-        for raw in paths:
-            root = raw.expanduser()
-            for f in iter_files(root):
-                try:
-                    for item in load_file(f, root):
-                        if isinstance(item, InputError):
-                            errors.append((str(f), str(item)))
-                        else:
-                            yield item
-                except (InputError, OSError) as exc:
-                    errors.append((str(f), str(exc)))
-
-    report = p.ingest(docs(), progress=progress, archive_only=True)
-    return IngestReport(**{**report.__dict__, "errors": errors})
 
 
 @app.command()
@@ -328,7 +241,7 @@ def query(
     with _open(store, config, namespace=namespace, read_only=True) as p:
         res = p.query(text, k=k, as_of=cutoff, filters=where)
     if as_json:
-        _print_json(_result_json(res))
+        _print_json(result_json(res))
         return
     table = Table(
         title=f"{len(res.hits)} hits · tier {res.tier} · confidence {res.confidence:.2f}"
@@ -485,7 +398,7 @@ def get(
     with _open(store, config, namespace=namespace, read_only=True) as p:
         doc = p.get(doc_id)
     if as_json:
-        _print_json(_document_json(doc))
+        _print_json(document_json(doc))
         return
     table = Table(show_header=False)
     table.add_row("id", escape(doc.id))
@@ -732,7 +645,7 @@ def chat_add(
     with _open(store, config, namespace=namespace) as p:
         turn = p.conversation(session_id, user=user).add(role, text, timestamp=when, metadata=meta)
     if as_json:
-        _print_json({"session_id": session_id, "turn": _turn_json(turn)})
+        _print_json({"session_id": session_id, "turn": turn_json(turn)})
         return
     shift = ", a new topic" if turn.shift else ""
     console.print(
@@ -760,7 +673,7 @@ def chat_turns(
         turns, owner = conv.turns(limit), conv.user
     if as_json:
         _print_json(
-            {"session_id": session_id, "user": owner, "turns": [_turn_json(t) for t in turns]}
+            {"session_id": session_id, "user": owner, "turns": [turn_json(t) for t in turns]}
         )
         return
     table = Table(title=f"session {escape(session_id)}: {len(turns)} turns")
@@ -799,9 +712,7 @@ def chat_recall(
         conv = _session(p, session_id, user)
         hits = conv.recall(query, k=k, scope=scope, as_of=cutoff)  # type: ignore[arg-type]
     if as_json:
-        _print_json(
-            {"session_id": session_id, "query": query, "hits": [_hit_json(h) for h in hits]}
-        )
+        _print_json({"session_id": session_id, "query": query, "hits": [hit_json(h) for h in hits]})
         return
     table = Table(title=f"{len(hits)} turns recalled")
     for col in ("rank", "score", "session", "seq", "role", "time", "text"):

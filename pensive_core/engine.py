@@ -881,7 +881,9 @@ class Pensive:
             self._l1.invalidate_all(self._commit_no)
         self._changed = True
 
-    def ingest_path(self, *paths: str | os.PathLike[str], progress: Any = None) -> IngestReport:
+    def ingest_path(
+        self, *paths: str | os.PathLike[str], progress: Any = None, archive_only: bool = False
+    ) -> IngestReport:
         """Ingest files and folders (``.txt .md .jsonl .html``), skipping unreadable ones.
 
         Document ids are file paths relative to the folder given (JSONL lines carry their own id).
@@ -889,6 +891,7 @@ class Pensive:
         Args:
             paths: Files or folders; folders are walked recursively, hidden entries skipped.
             progress: Optional callable ``(n_documents_done) -> None``.
+            archive_only: Keep them in the L3 archive only (see :meth:`ingest`).
 
         Returns:
             The combined report; ``errors`` lists each skipped file or line with the reason.
@@ -916,7 +919,7 @@ class Pensive:
         for raw in paths:
             if not Path(raw).expanduser().exists():
                 raise InputError(f"no such file or folder: {raw}")
-        report = self.ingest(docs(), progress=progress)
+        report = self.ingest(docs(), progress=progress, archive_only=archive_only)
         return IngestReport(**{**report.__dict__, "errors": errors})
 
     # -- query --------------------------------------------------------------------------------

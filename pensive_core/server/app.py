@@ -38,10 +38,11 @@ from ..loaders import SUFFIXES, load_file
 from ..namespaces import DEFAULT_NAMESPACE, namespace_path
 from ..timeutil import to_iso
 from ..types import Document
+from ..wire import document_json, result_json
 from .keys import KeyRing
 from .monitor import Job, Monitor
 from .schemas import ContextIn, ErrorBody, IngestIn, QueryIn, QueryOut, RecallIn, TurnIn
-from .worker import WorkerError, Writer, hit_json
+from .worker import WorkerError, Writer
 
 try:
     from fastapi import Depends, FastAPI, File, Form, Request, Response, UploadFile
@@ -553,10 +554,7 @@ def create_app(
                     "document_too_large",
                     f"document {d.id!r} has {len(d.text)} characters; the limit is {s.max_document_chars}",
                 )
-        return [
-            {"id": d.id, "text": d.text, "metadata": d.metadata, "timestamp": to_iso(d.timestamp)}
-            for d in docs
-        ]
+        return [document_json(d) for d in docs]
 
     # -- health -----------------------------------------------------------------------------------
     @app.get("/health/live", tags=["health"])
@@ -586,14 +584,7 @@ def create_app(
             return res
 
         res = await svc.blocking(work)
-        return {
-            "text": body.text,
-            "tier": res.tier,
-            "confidence": float(res.confidence),
-            "latency_ms": float(res.latency_ms),
-            "cached_from": res.cached_from,
-            "hits": [hit_json(h) for h in res.hits],
-        }
+        return result_json(res)
 
     # -- documents --------------------------------------------------------------------------------
     @app.post(
@@ -681,13 +672,7 @@ def create_app(
             with svc.reader(ns) as r:
                 return r.get(doc_id)
 
-        d = await svc.blocking(work)
-        return {
-            "id": d.id,
-            "text": d.text,
-            "metadata": dict(d.metadata),
-            "timestamp": to_iso(d.timestamp),
-        }
+        return document_json(await svc.blocking(work))
 
     @app.delete("/v1/documents/{doc_id:path}", tags=["documents"])
     async def delete_document(doc_id: str, response: Response, ns: str = Ns) -> dict[str, Any]:

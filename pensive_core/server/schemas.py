@@ -77,6 +77,8 @@ class QueryOut(BaseModel):
     latency_ms: float
     cached_from: str | None = None
     hits: list[HitOut]
+    time_scope: dict[str, Any] | None = Field(None, description="The time the question asks about.")
+    aggregation: dict[str, Any] | None = Field(None, description="A count from the entity graph.")
 
 
 class TurnIn(_In):

@@ -305,8 +305,9 @@ def _child_main(conn: Any) -> None:
 def _handle(
     msg: dict[str, Any], store: Callable[[str], Any], progress: Callable[[int], None]
 ) -> Any:
-    from ..timeutil import ensure_utc, to_iso
+    from ..timeutil import ensure_utc
     from ..types import Document
+    from ..wire import hit_json, turn_json
 
     op, ns = msg["op"], msg["ns"]
     p = store(ns)
@@ -326,9 +327,9 @@ def _handle(
     conv = p.conversation(msg["session"], user=msg.get("user"))
     if op == "chat.add":
         turn = conv.add(msg["role"], msg["text"], msg.get("timestamp"), msg.get("metadata"))
-        return _turn(turn, to_iso)
+        return turn_json(turn)
     if op == "chat.turns":
-        return [_turn(t, to_iso) for t in conv.turns(msg.get("limit"))]
+        return [turn_json(t) for t in conv.turns(msg.get("limit"))]
     if op == "chat.recall":
         as_of = ensure_utc(msg.get("as_of"))
         hits = conv.recall(msg["query"], msg.get("k", 5), scope=msg.get("scope"), as_of=as_of)
@@ -339,37 +340,6 @@ def _handle(
     if op == "chat.clear":
         return {"cleared": conv.clear()}
     raise PensiveError(f"unknown writer operation {op!r}")
-
-
-def _turn(turn: Any, to_iso: Callable[[Any], Any]) -> dict[str, Any]:
-    return {
-        "id": turn.id,
-        "seq": turn.seq,
-        "role": turn.role,
-        "text": turn.text,
-        "timestamp": to_iso(turn.timestamp),
-        "metadata": dict(turn.metadata),
-        "segment": turn.segment,
-        "shift": bool(turn.shift),
-    }
-
-
-def hit_json(h: Any) -> dict[str, Any]:
-    """A :class:`~pensive_core.types.Hit` as JSON-ready values."""
-    from ..timeutil import to_iso
-
-    return {
-        "doc_id": h.doc_id,
-        "chunk_id": h.chunk_id,
-        "text": h.text,
-        "score": float(h.score),
-        "metadata": dict(h.metadata),
-        "timestamp": to_iso(h.timestamp),
-        "sources": dict(h.sources),
-        "valid_from": to_iso(h.valid_from),
-        "valid_to": to_iso(h.valid_to),
-        "superseded_by": h.superseded_by,
-    }
 
 
 if __name__ == "__main__":
