@@ -97,7 +97,7 @@ def test_checker_sees_a_corrupt_store(tmp_path):
 
 def test_random_kills(tmp_path):
     t0 = time.time()
-    r = run(kills=26, seed=SEED, scale=0, workdir=tmp_path, lanes=2)
+    r = run(kills=20, seed=SEED, scale=0, workdir=tmp_path, lanes=2)
     assert r["violations"] == 0, r["violation_examples"]
     assert r["consistent_after_kill"] == r["kills"]
     assert r["completed_after_rerun"] == r["kills"]
