@@ -175,6 +175,9 @@ class _Service:
     # -- namespaces ---------------------------------------------------------------------------
     def space(self, ns: str) -> _Namespace:
         """The namespace's handles, opening them (and creating its store) on first use."""
+        got = self._spaces.get(ns)  # open already: no lock, never behind another's opening
+        if got is not None:
+            return got
         with self._spaces_lock:
             got = self._spaces.get(ns)
             if got is not None:
