@@ -42,9 +42,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .archive import write_transaction
-from .timeutil import from_iso, to_iso
+from .timeutil import from_iso
 from .tokenize import DIGIT_RE, TOKEN_RE, quoted_phrases
 from .types import Hit
+from .wire import hit_json
 
 __all__ = [
     "L1Cache",
@@ -332,21 +333,6 @@ _COLUMNS = (
 )
 
 
-def _hit_to_json(h: Hit) -> dict[str, Any]:
-    return {
-        "doc_id": h.doc_id,
-        "chunk_id": h.chunk_id,
-        "text": h.text,
-        "score": h.score,
-        "metadata": dict(h.metadata),
-        "timestamp": to_iso(h.timestamp),
-        "sources": dict(h.sources),
-        "valid_from": to_iso(h.valid_from),
-        "valid_to": to_iso(h.valid_to),
-        "superseded_by": h.superseded_by,
-    }
-
-
 def _hit_from_json(d: dict[str, Any]) -> Hit:
     return Hit(
         d["doc_id"],
@@ -609,7 +595,7 @@ class L1Cache:
                     tier,
                     entry.created,
                     freq,
-                    json.dumps([_hit_to_json(h) for h in hits], ensure_ascii=False),
+                    json.dumps([hit_json(h) for h in hits], ensure_ascii=False),
                 ),
             )
             self.db.executemany(

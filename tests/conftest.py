@@ -65,3 +65,29 @@ def docs_corpus():
         )
         for i, (k, v) in enumerate(texts.items())
     ]
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (for a server a test starts)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_ready(url: str, timeout_s: float = 120.0) -> None:
+    """Wait until a Pensive server at ``url`` answers ``/health/ready`` with 200."""
+    import time
+
+    import httpx
+
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        try:
+            if httpx.get(f"{url}/health/ready", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise TimeoutError(f"no ready server at {url} after {timeout_s:g} s")

@@ -3,9 +3,7 @@ on every operation, over real HTTP to uvicorn on 127.0.0.1, never get a 5xx."""
 
 from __future__ import annotations
 
-import socket
 import threading
-import time
 
 import pytest
 
@@ -17,16 +15,10 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 from schemathesis.checks import not_a_server_error  # noqa: E402
 
 from pensive_core.server import create_app  # noqa: E402
-from tests.conftest import HASH_CONFIG  # noqa: E402
+from tests.conftest import HASH_CONFIG, free_port, wait_ready  # noqa: E402
 
 KEY = "schema-key-" + "s" * 24
 AUTH = {"Authorization": f"Bearer {KEY}"}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -34,19 +26,12 @@ def served(tmp_path_factory):
     """The real app under uvicorn in a thread, with a few documents and a session."""
     root = tmp_path_factory.mktemp("schema")
     app = create_app(root, HASH_CONFIG, keys={KEY: "fuzz"})
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        try:
-            if httpx.get(f"{url}/health/ready", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
+    wait_ready(url)
     docs = [
         {"id": f"d{i}", "text": f"Seed document {i} about herons and ferries."} for i in range(5)
     ]

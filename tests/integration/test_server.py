@@ -22,7 +22,7 @@ from pensive_core.errors import ConfigError  # noqa: E402
 from pensive_core.server import create_app, run  # noqa: E402
 from pensive_core.server.keys import KeyRing, load_keys  # noqa: E402
 from pensive_core.server.worker import WorkerError  # noqa: E402
-from tests.conftest import HASH_CONFIG  # noqa: E402
+from tests.conftest import HASH_CONFIG, free_port, wait_ready  # noqa: E402
 
 KEY_A = "key-a-" + "a" * 26
 KEY_B = "key-b-" + "b" * 26
@@ -625,15 +625,12 @@ def test_concurrent_clients(client):
 
 def test_pensive_serve_logs_requests_but_never_a_key(tmp_path):
     """The real command: uvicorn's access log and the writer's log, read from the process."""
-    import socket
     import subprocess
     import sys
 
     import httpx
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     (tmp_path / "pensive.toml").write_text('[embedder]\nname = "hash"\ndim = 64\n')
     keys = tmp_path / "keys.toml"
     keys.write_text(f'[keys]\n"{KEY_A}" = "team-a"\n')
@@ -655,13 +652,7 @@ def test_pensive_serve_logs_requests_but_never_a_key(tmp_path):
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            try:
-                if httpx.get(f"{url}/health/ready", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+        wait_ready(url)
         assert (
             httpx.post(f"{url}/v1/documents", json={"documents": DOCS}, headers=A).status_code
             == 200
