@@ -5,10 +5,25 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_write_bytes", "write_manifest", "read_manifest"]
+import numpy as np
+
+__all__ = ["atomic_write_bytes", "write_manifest", "read_manifest", "load_npy"]
+
+# numpy parses a .npy header with ast.literal_eval, and CPython 3.11's AST constructor keeps
+# its recursion depth in shared state: two threads loading at once raised "SystemError: AST
+# constructor recursion depth mismatch" once in CI (four sessions reopening their indexes).
+# Loads are rare next to queries, so one lock for the whole process costs nothing.
+_NPY_LOCK = threading.Lock()
+
+
+def load_npy(path: str | os.PathLike[str]) -> np.ndarray:
+    """``np.load`` of one array, never a pickle, safe to call from many threads."""
+    with _NPY_LOCK:
+        return np.load(path, allow_pickle=False)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

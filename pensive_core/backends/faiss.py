@@ -27,7 +27,7 @@ import numpy as np
 from ..config import FaissConfig
 from ..errors import BackendError, MissingDependencyError
 from ..filters import Filter, MetadataIndex, canonical
-from ._files import atomic_write_bytes, read_manifest, remove_stale, write_manifest
+from ._files import atomic_write_bytes, load_npy, read_manifest, remove_stale, write_manifest
 from .base import check_namespace, check_upsert
 
 __all__ = ["FaissBackend"]
@@ -203,7 +203,7 @@ class FaissBackend:
                 raise BackendError(
                     f"cannot read FAISS index {folder / entry['index']}: {exc}"
                 ) from exc
-            ids = np.load(folder / entry["ids"], allow_pickle=False).tolist()
+            ids = load_npy(folder / entry["ids"]).tolist()
             side = read_manifest(folder, entry["names"]) or {"names": []}
             sp.sid = dict(zip(ids, side["names"]))
             sp.meta = dict(zip(ids, side.get("meta") or [{} for _ in ids]))

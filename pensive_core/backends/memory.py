@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..filters import Filter, MetadataIndex
-from ._files import read_manifest, remove_stale, write_manifest
+from ._files import load_npy, read_manifest, remove_stale, write_manifest
 from .base import check_namespace, check_upsert
 
 __all__ = ["MemoryBackend"]
@@ -68,7 +68,7 @@ class MemoryBackend:
             for ns, entry in spaces.items():
                 sp = self._spaces[ns] = _Space(dim)
                 meta = entry.get("meta") or [{} for _ in entry["ids"]]
-                vecs = np.load(folder / entry["vectors"], allow_pickle=False)
+                vecs = load_npy(folder / entry["vectors"])
                 sp.load(list(entry["ids"]), vecs, list(meta))
 
     def _space(self, namespace: str, create: bool = False) -> _Space | None:

@@ -25,7 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from ..backends._files import atomic_write_bytes, read_manifest, remove_stale, write_manifest
+from ..backends._files import (
+    atomic_write_bytes,
+    load_npy,
+    read_manifest,
+    remove_stale,
+    write_manifest,
+)
 from ..config import BM25Config
 from ..tokenize import Tokenizer
 
@@ -385,12 +391,12 @@ class BM25Index:
         self._seq = manifest["seq"]
         self.n_live = manifest["n_live"]
         self.vocab = json.loads((folder / manifest["vocab"]).read_text())
-        self.df = np.load(folder / manifest["df"], allow_pickle=False)
+        self.df = load_npy(folder / manifest["df"])
         for meta in manifest["segments"]:
             base = folder / f"bm25-{meta['name']}"
 
             def arr(key: str, base: Path = base) -> np.ndarray:
-                return np.load(f"{base}.{key}.npy", allow_pickle=False)
+                return load_npy(f"{base}.{key}.npy")
 
             model = self._bm25s.BM25(method=manifest["method"], k1=manifest["k1"], b=manifest["b"])
             model.scores = {
@@ -410,7 +416,7 @@ class BM25Index:
                 arr("offsets"),
                 arr("df"),
                 meta["n_vocab"],
-                np.load(folder / meta["alive"], allow_pickle=False),
+                load_npy(folder / meta["alive"]),
             )
             self.segments.append(seg)
             self._on_disk.add(seg.name)

@@ -50,7 +50,12 @@ def test_every_numpy_load_refuses_pickles_and_torch_load_is_never_called():
     loads, bad = 0, []
     for path in _sources():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            if not isinstance(node, ast.Call):
+                continue
+            if isinstance(node.func, ast.Name) and node.func.id == "load_npy":
+                loads += 1  # the shared loader (its own np.load is checked below)
+                continue
+            if not isinstance(node.func, ast.Attribute):
                 continue
             owner = ast.unparse(node.func.value)
             where = f"{path.relative_to(ROOT)}:{node.lineno}"
