@@ -127,7 +127,12 @@ class EmbedderConfig(_Section):
     # default (all cores) went 10x slower; batches at ingest use all cores (13.7 vs 8.3 passages/s).
     threads: int = Field(1, ge=0, le=256)
     batch_threads: int = Field(0, ge=0, le=256)  # 0: every core
+    # worker processes embedding ingest batches (each with batch_threads // workers threads);
+    # 0: in this process. Queries and token counts always stay in this process.
+    workers: int = Field(0, ge=0, le=64)
     dim: int = Field(384, ge=8, le=8192)  # the hash embedder's dimension; models report their own
+    # query vectors remembered for repeated questions (least recently used out); 0: off
+    query_cache: int = Field(1024, ge=0, le=1_000_000)
 
 
 class ChunkingConfig(_Section):

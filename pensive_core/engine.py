@@ -23,7 +23,7 @@ from .cache import Deps, EntryView, L1Cache, QueryKey, chunk_hashes, make_key
 from .chunking import chunk_text, content_hash
 from .config import STRUCTURAL_KEYS, PensiveConfig, get_key, load_config
 from .context.base import ContextGenerator, ContextRequest, join_context
-from .embedders.base import Embedder
+from .embedders.base import Embedder, QueryCache
 from .embedders.registry import create_embedder
 from .errors import BackendError, ConfigError, InputError, NotFoundError, PensiveError
 from .filters import Filter, MetadataIndex, backend_metadata, canonical, parse_filter
@@ -74,6 +74,18 @@ log = logging.getLogger(__name__)
 _MAX_QUERY_CHARS = 20_000
 _MAX_K = 1_000
 _INGEST_BATCH = 256
+# where ingest time goes, reported in IngestReport.stages
+_STAGES = (
+    "chunking",
+    "contexts",
+    "embedding",
+    "vectors",
+    "bm25",
+    "archive",
+    "graph",
+    "temporal",
+    "commit",
+)
 _L3_PASSAGES = 2  # archive passages an exact-string escalation adds to L2's answer
 
 
@@ -292,7 +304,10 @@ class Pensive:
 
     def _get_embedder(self) -> Embedder:
         if self._embedder is None:
-            self._share_embedder(create_embedder(self.config.embedder))
+            made = create_embedder(self.config.embedder)
+            if self.config.embedder.query_cache > 0:
+                made = QueryCache(made, self.config.embedder.query_cache)
+            self._share_embedder(made)
         assert self._embedder is not None
         return self._embedder
 
@@ -370,6 +385,7 @@ class Pensive:
             "contexts_fallback": 0,
             "llm_calls": 0,
         }
+        stages: dict[str, float] = dict.fromkeys(_STAGES, 0.0)
         with self._lock:
             self._before_change()
             batch: dict[str, Document] = {}
@@ -382,17 +398,19 @@ class Pensive:
                     )
                 batch[doc.id] = doc  # the same id twice in one call: the last one wins
                 if len(batch) >= _INGEST_BATCH:
-                    self._ingest_batch(list(batch.values()), counts, archive_only)
+                    self._ingest_batch(list(batch.values()), counts, archive_only, stages)
                     done += len(batch)
                     batch = {}
                     if progress:
                         progress(done)
             if batch:
-                self._ingest_batch(list(batch.values()), counts, archive_only)
+                self._ingest_batch(list(batch.values()), counts, archive_only, stages)
                 done += len(batch)
                 if progress:
                     progress(done)
+            t_commit = time.perf_counter()
             self._commit()
+            stages["commit"] = time.perf_counter() - t_commit
         return IngestReport(
             added=counts["added"],
             updated=counts["updated"],
@@ -405,11 +423,18 @@ class Pensive:
             contexts_cached=counts["contexts_cached"],
             contexts_fallback=counts["contexts_fallback"],
             llm_calls=counts["llm_calls"],
+            stages=stages,
         )
 
     def _ingest_batch(
-        self, docs: list[Document], counts: dict[str, int], archive_only: bool = False
+        self,
+        docs: list[Document],
+        counts: dict[str, int],
+        archive_only: bool = False,
+        stages: dict[str, float] | None = None,
     ) -> None:
+        stages = stages if stages is not None else dict.fromkeys(_STAGES, 0.0)
+        clock = time.perf_counter
         embedder = self._get_embedder()
         backend = self._open_backend(embedder.dim)
         ccfg = self.config.chunking
@@ -423,6 +448,7 @@ class Pensive:
         restamp: list[str] = []  # kept passages whose document's metadata changed
         # (document, hash, passages, its context generator, its stored fingerprint)
         todo: list[tuple[Document, str, list[Chunk], ContextGenerator | None, Any]] = []
+        t = clock()
         for doc in docs:
             doc_hash = content_hash(doc.text)
             old = self._archive.fingerprint(doc.id)
@@ -444,9 +470,11 @@ class Pensive:
                 overlap=ccfg.overlap_sentences,
             )
             todo.append((doc, doc_hash, chunks, gen, old))
+        t, stages["chunking"] = clock(), stages["chunking"] + clock() - t
         contexts, gen_of = self._make_contexts(
             [(d, h, c, g) for d, h, c, g, _ in todo], embedder, counts
         )
+        t, stages["contexts"] = clock(), stages["contexts"] + clock() - t
         for doc, doc_hash, chunks, _, old in todo:
             # an interrupted ingest leaves indexed=0: then nothing stored can be trusted as
             # already embedded, and every passage is indexed again (upserts replace)
@@ -479,12 +507,16 @@ class Pensive:
             self._chg_texts.append(doc.text)
         if to_embed:
             texts = [join_context(contexts.get(c.id, ""), c.text) for c in to_embed]
+            t = clock()
             vectors = embedder.embed(texts)
+            t, stages["embedding"] = clock(), stages["embedding"] + clock() - t
             backend.upsert(
                 [c.id for c in to_embed], vectors, [meta_of[c.id] for c in to_embed], namespace=ns
             )
+            t, stages["vectors"] = clock(), stages["vectors"] + clock() - t
             for c, text in zip(to_embed, texts):
                 self._bm25.add(c.id, text)
+            stages["bm25"] += clock() - t
             counts["embedded"] += len(to_embed)
             self._chg_added.extend(c.id for c in to_embed)
             self._chg_vectors.append(np.asarray(vectors, dtype=np.float32))
@@ -503,9 +535,11 @@ class Pensive:
             counts["deleted"] += len(to_delete)
             self._chg_removed.extend(to_delete)
         if plans:
+            t = clock()
             self._archive.write(
                 plans, archive_only=archive_only, contexts=contexts, context_gen=gen_of
             )
+            t, stages["archive"] = clock(), stages["archive"] + clock() - t
             if self._graph is not None:
                 for doc, _, chunks in plans:
                     self._graph.add_document(
@@ -514,6 +548,7 @@ class Pensive:
                         self._extractor,
                         doc.metadata.get("title"),
                     )
+            t, stages["graph"] = clock(), stages["graph"] + clock() - t
             if self._temporal is not None:
                 for doc, _, chunks in plans:
                     self._temporal.add_document(
@@ -523,6 +558,7 @@ class Pensive:
                         self._statements,
                         self.config.temporal.relative_dates,
                     )
+            stages["temporal"] += clock() - t
         if plans or to_delete:
             self._changed = True
 

@@ -236,6 +236,9 @@ class IngestReport:
         contexts_cached: Contexts taken from the store's context cache (no LLM call).
         contexts_fallback: Passages whose LLM context failed and the model-free one stood in.
         llm_calls: Calls made to the context LLM (document summaries included).
+        stages: Seconds spent in each stage of the pipeline (``chunking``, ``contexts``,
+            ``embedding``, ``vectors``, ``bm25``, ``archive``, ``graph``, ``temporal``,
+            ``commit``), for profiling where ingest time goes.
     """
 
     added: int = 0
@@ -250,6 +253,7 @@ class IngestReport:
     contexts_cached: int = 0
     contexts_fallback: int = 0
     llm_calls: int = 0
+    stages: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

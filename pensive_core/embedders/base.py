@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["Embedder"]
+__all__ = ["Embedder", "QueryCache"]
 
 
 @runtime_checkable
@@ -36,3 +38,47 @@ class Embedder(Protocol):
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Count the model's tokens in each text, special tokens excluded."""
         ...
+
+
+class QueryCache:
+    """An embedder that remembers its last ``size`` query vectors (least recently used out).
+
+    A question asked again (a different filter or ``as_of``, the L1 cache off, a conversation
+    recall that asks two indexes) is not embedded twice; with one torch thread a query
+    embedding is most of an L2 query's time. Passages are never cached here: ingest reuses
+    stored vectors by content hash instead.
+    """
+
+    def __init__(self, inner: Embedder, size: int = 1024) -> None:
+        self.inner = inner
+        self.name, self.dim, self.max_tokens = inner.name, inner.dim, inner.max_tokens
+        self.size = size
+        self.hits = 0
+        self._last: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return self.inner.embed(texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        with self._lock:
+            vec = self._last.get(text)
+            if vec is not None:
+                self._last.move_to_end(text)
+                self.hits += 1
+                return vec
+        vec = np.asarray(self.inner.embed_query(text), dtype=np.float32)
+        vec.flags.writeable = False  # shared by every caller that asks the same question
+        with self._lock:
+            self._last[text] = vec
+            while len(self._last) > self.size:
+                self._last.popitem(last=False)
+        return vec
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return self.inner.count_tokens(texts)
+
+    def __getattr__(self, name: str) -> Any:  # the model's own extras (close, batch_size...)
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from ..context.base import ContextRequest
+from ..embedders.base import QueryCache
 from ..errors import InputError, PensiveError
 from ..timeutil import ensure_utc, from_iso, to_iso, utcnow
 from ..types import Document, Hit
@@ -1168,39 +1169,15 @@ def _turn(row: Sequence[Any]) -> Turn:
     )
 
 
-class _QueryMemo:
+def _query_memo(owner: Pensive) -> QueryCache:
     """The owner's embedder, remembering its last query vectors: a recall asks the turn index
     and the window index the same question, and should embed it once."""
-
-    def __init__(self, inner: Any, size: int = 32) -> None:
-        self.inner = inner
-        self.name, self.dim, self.max_tokens = inner.name, inner.dim, inner.max_tokens
-        self._size = size
-        self._last: dict[str, np.ndarray] = {}
-        self._lock = threading.Lock()
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        return self.inner.embed(texts)
-
-    def embed_query(self, text: str) -> np.ndarray:
-        with self._lock:
-            vec = self._last.get(text)
-        if vec is None:
-            vec = self.inner.embed_query(text)
-            with self._lock:
-                if len(self._last) >= self._size:
-                    self._last.pop(next(iter(self._last)))
-                self._last[text] = vec
-        return vec
-
-    def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        return self.inner.count_tokens(texts)
-
-
-def _query_memo(owner: Pensive) -> _QueryMemo:
+    made = owner._get_embedder()
+    if isinstance(made, QueryCache):
+        return made
     memo = getattr(owner, "_session_embedder", None)
-    if memo is None or memo.inner is not owner._get_embedder():
-        memo = _QueryMemo(owner._get_embedder())
+    if memo is None or memo.inner is not made:
+        memo = QueryCache(made, 32)
         owner._session_embedder = memo
     return memo
 

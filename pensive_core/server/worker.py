@@ -270,6 +270,7 @@ def _child_main(conn: Any) -> None:
     try:
         p = store("default")  # a config that contradicts the store fails here, at start
         embedder = p._get_embedder()  # the model loads now: ready means ready to ingest fast
+        embedder = getattr(embedder, "inner", embedder)  # the model behind the query cache
         if p.config.embedder.batch_threads == 0 and hasattr(embedder, "_batch_threads"):
             # beside the server's query threads, one torch thread per batch measured 0.8-0.95 s
             # per small ingest against 1.7-2.1 s with every core (threads spin against queries)

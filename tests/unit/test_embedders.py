@@ -37,3 +37,74 @@ def test_any_local_sentence_transformers_folder(tmp_path, minilm):
     (tmp_path / "not-a-model").mkdir()
     with pytest.raises(ConfigError, match="not a sentence-transformers model folder"):
         create_embedder(EmbedderConfig(name=str(tmp_path / "not-a-model")))
+
+
+class _Counting:
+    """An embedder that counts how often it is asked to embed a query."""
+
+    name, dim, max_tokens = "counting", 8, 64
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def embed(self, texts):
+        return np.ones((len(texts), 8), dtype=np.float32) / np.sqrt(8)
+
+    def embed_query(self, text):
+        self.calls += 1
+        v = np.zeros(8, dtype=np.float32)
+        v[len(text) % 8] = 1.0
+        return v
+
+    def count_tokens(self, texts):
+        return [len(t.split()) for t in texts]
+
+
+def test_query_cache_embeds_a_repeated_question_once_and_evicts_the_least_recent():
+    from pensive_core.embedders.base import QueryCache
+
+    inner = _Counting()
+    q = QueryCache(inner, size=2)
+    a = q.embed_query("where is the invoice?")
+    b = q.embed_query("where is the invoice?")
+    assert inner.calls == 1 and q.hits == 1
+    np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError):
+        a[0] = 5.0  # shared between callers: read-only
+    q.embed_query("one")
+    q.embed_query("where is the invoice?")  # refreshes it: "one" is now the oldest
+    q.embed_query("two")  # evicts "one"
+    assert inner.calls == 3
+    q.embed_query("where is the invoice?")
+    assert inner.calls == 3
+    q.embed_query("one")
+    assert inner.calls == 4
+    # passages go straight through, and the model's own attributes are reachable
+    assert q.embed(["a", "b"]).shape == (2, 8) and q.count_tokens(["a b"]) == [2]
+    assert q.max_tokens == 64 and q.name == "counting"
+
+
+def test_the_store_embeds_a_repeated_question_once(tmp_path):
+    from pensive_core import Document, Pensive
+
+    cfg = {"embedder": {"name": "hash", "dim": 64}, "router": {"l1": False}}
+    with Pensive(tmp_path / "s", config=cfg) as p:
+        p.ingest([Document(id="a", text="Invoice INV-4471 was paid by bank transfer in May.")])
+        p.query("was invoice INV-4471 paid?")
+        assert "embed_ms" in p.query("was invoice INV-4471 paid?", k=3).timings
+        assert p._get_embedder().hits == 1
+    off = {**cfg, "embedder": {"name": "hash", "dim": 64, "query_cache": 0}}
+    with Pensive(tmp_path / "s", config=off) as p:
+        assert not hasattr(p._get_embedder(), "hits")
+
+
+def test_ingest_reports_where_its_time_went(tmp_path):
+    from pensive_core import Document, Pensive
+
+    with Pensive(tmp_path / "s", config={"embedder": {"name": "hash", "dim": 64}}) as p:
+        rep = p.ingest(
+            [Document(id=f"d{i}", text=f"Passage {i} about tram fares.") for i in range(5)]
+        )
+    assert set(rep.stages) >= {"chunking", "embedding", "bm25", "archive", "graph", "commit"}
+    assert all(v >= 0 for v in rep.stages.values())
+    assert 0 < sum(rep.stages.values()) <= rep.seconds + 1e-6
