@@ -9,6 +9,7 @@ __all__ = [
     "PensiveError",
     "ConfigError",
     "BackendError",
+    "EmbedderError",
     "MissingDependencyError",
     "NotFoundError",
     "InputError",
@@ -30,6 +31,11 @@ class SchemaVersionError(ConfigError):
 
 class BackendError(PensiveError):
     """A vector backend failed or is unreachable; the message names the address tried."""
+
+
+class EmbedderError(PensiveError):
+    """An embedding worker process died or failed; the message names its exit code and the
+    tail of its stderr."""
 
 
 class MissingDependencyError(PensiveError, ImportError):

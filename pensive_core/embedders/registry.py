@@ -33,11 +33,21 @@ def create_embedder(cfg: EmbedderConfig) -> Embedder:
 
     if name == "minilm":
         return SentenceTransformerEmbedder(
-            bundled_minilm_path(), "minilm", cfg.batch_size, cfg.threads, cfg.batch_threads
+            bundled_minilm_path(),
+            "minilm",
+            cfg.batch_size,
+            cfg.threads,
+            cfg.batch_threads,
+            cfg.workers,
         )
     if Path(name).expanduser().is_dir():
         return SentenceTransformerEmbedder(
-            Path(name).expanduser(), name, cfg.batch_size, cfg.threads, cfg.batch_threads
+            Path(name).expanduser(),
+            name,
+            cfg.batch_size,
+            cfg.threads,
+            cfg.batch_threads,
+            cfg.workers,
         )
     raise ConfigError(
         f"embedder.name {name!r} is not 'minilm', 'hash', or an existing local model folder "

@@ -10,6 +10,7 @@ import contextlib
 import logging
 import os
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -64,7 +65,15 @@ class SentenceTransformerEmbedder:
         threads: torch intra-op threads for a single query (0: every core). One thread stays
             fast when other work shares the cores.
         batch_threads: torch threads for batches of passages (0: every core).
+        workers: Worker processes that embed large batches of passages (0: in this process).
+            Each loads the same model with ``max(1, batch_threads // workers)`` torch threads;
+            queries and token counts stay here. Workers start on the first batch of at least
+            ``2 * batch_size`` passages (smaller ones are embedded here), are reused, and stop
+            at :meth:`close`, when the embedder is garbage collected, or at interpreter exit.
     """
+
+    #: A batch this many times ``batch_size`` or larger goes to the workers.
+    WORKER_MIN_BATCHES = 2
 
     def __init__(
         self,
@@ -73,6 +82,7 @@ class SentenceTransformerEmbedder:
         batch_size: int = 64,
         threads: int = 1,
         batch_threads: int = 0,
+        workers: int = 0,
     ) -> None:
         try:
             import torch
@@ -107,6 +117,20 @@ class SentenceTransformerEmbedder:
         # [CLS] and [SEP] take two of the model's positions
         self.max_tokens = int(window) - 2
         self._tokenizer = self._model.tokenizer
+        self.workers = max(0, int(workers))
+        self._pool = None
+        if self.workers:
+            from .worker import WorkerPool, stop_pool
+
+            self._pool = WorkerPool(
+                folder,
+                self.workers,
+                max(1, self._batch_threads // self.workers),
+                batch_size,
+                self.dim,
+            )
+            # stops the workers when this embedder is collected or the interpreter exits
+            self._finalizer = weakref.finalize(self, stop_pool, self._pool)
 
     @contextlib.contextmanager
     def _threads_set(self, n: int) -> Iterator[None]:
@@ -135,7 +159,20 @@ class SentenceTransformerEmbedder:
         """Embed passages into unit vectors."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        if self._pool is not None and len(texts) >= self.WORKER_MIN_BATCHES * self.batch_size:
+            return self._pool.embed(list(texts))
         return self._encode(list(texts), self._batch_threads)
+
+    def worker_pids(self) -> list[int]:
+        """Process ids of the running embedding workers (empty when none are running)."""
+        return [] if self._pool is None else self._pool.pids
+
+    def close(self) -> None:
+        """Stop the embedding workers, if any. The embedder stays usable: in-process embedding
+        is unaffected and a later large batch starts fresh workers, so closing an embedder
+        that another store shares is safe (it only costs that store a worker restart)."""
+        if self._pool is not None:
+            self._pool.close()
 
     def embed_query(self, text: str) -> np.ndarray:
         """Embed one query."""
