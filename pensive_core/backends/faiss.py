@@ -284,6 +284,22 @@ class FaissBackend:
         self, vector: np.ndarray, k: int, *, where: Filter | None = None, namespace: str = ""
     ) -> list[tuple[str, float]]:
         """Top-k by inner product (cosine for unit vectors) among records passing ``where``."""
+        n = self.cfg.search_threads
+        if not n:
+            return self._search(vector, k, where, namespace)
+        # OpenMP keeps this setting per calling thread: one query's search does not wait on
+        # threads the other cores are too busy to run, and builds in this thread keep theirs
+        faiss = self._faiss
+        before = faiss.omp_get_max_threads()
+        faiss.omp_set_num_threads(n)
+        try:
+            return self._search(vector, k, where, namespace)
+        finally:
+            faiss.omp_set_num_threads(before)
+
+    def _search(
+        self, vector: np.ndarray, k: int, where: Filter | None, namespace: str
+    ) -> list[tuple[str, float]]:
         sp = self._space(namespace)
         if k <= 0 or sp is None or not sp.sid:
             return []

@@ -39,6 +39,7 @@ def create_embedder(cfg: EmbedderConfig) -> Embedder:
             cfg.threads,
             cfg.batch_threads,
             cfg.workers,
+            cfg.query_runtime,
         )
     if Path(name).expanduser().is_dir():
         return SentenceTransformerEmbedder(
@@ -48,6 +49,7 @@ def create_embedder(cfg: EmbedderConfig) -> Embedder:
             cfg.threads,
             cfg.batch_threads,
             cfg.workers,
+            cfg.query_runtime,
         )
     raise ConfigError(
         f"embedder.name {name!r} is not 'minilm', 'hash', or an existing local model folder "

@@ -13,6 +13,7 @@ import threading
 import weakref
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -83,6 +84,7 @@ class SentenceTransformerEmbedder:
         threads: int = 1,
         batch_threads: int = 0,
         workers: int = 0,
+        query_runtime: str = "auto",
     ) -> None:
         try:
             import torch
@@ -117,6 +119,11 @@ class SentenceTransformerEmbedder:
         # [CLS] and [SEP] take two of the model's positions
         self.max_tokens = int(window) - 2
         self._tokenizer = self._model.tokenizer
+        self._folder = folder
+        self.query_runtime = query_runtime
+        self._onnx: Any = None  # built at the first query (ingest-only processes never pay)
+        self._onnx_tried = query_runtime == "torch"
+        self._qlock = threading.Lock()
         self.workers = max(0, int(workers))
         self._pool = None
         if self.workers:
@@ -175,8 +182,34 @@ class SentenceTransformerEmbedder:
             self._pool.close()
 
     def embed_query(self, text: str) -> np.ndarray:
-        """Embed one query."""
+        """Embed one query (through onnxruntime when the exported model reproduces PyTorch's
+        vectors: several times less overhead for one short text; see ``onnx_query``)."""
+        enc = self._query_encoder()
+        if enc is not None:
+            with self._qlock:  # its own lock: a query never waits behind an ingest batch
+                return enc(text)
         return self._encode([text], self._threads)[0]
+
+    def _query_encoder(self) -> Any:
+        if not self._onnx_tried:
+            with self._qlock:
+                if not self._onnx_tried:
+                    from .onnx_query import OnnxQueryEncoder
+
+                    self._onnx = OnnxQueryEncoder.build(
+                        self._folder,
+                        self._model,
+                        self._threads,
+                        lambda t: self._encode([t], self._threads)[0],
+                    )
+                    self._onnx_tried = True
+                    if self._onnx is None and self.query_runtime == "onnx":
+                        raise ConfigError(
+                            "embedder.query_runtime = 'onnx' but the model could not be run "
+                            "by onnxruntime (see the log; install onnx and onnxruntime, or use "
+                            "'auto')"
+                        )
+        return self._onnx
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Count word pieces per text, special tokens excluded."""

@@ -108,3 +108,59 @@ def test_ingest_reports_where_its_time_went(tmp_path):
     assert set(rep.stages) >= {"chunking", "embedding", "bm25", "archive", "graph", "commit"}
     assert all(v >= 0 for v in rep.stages.values())
     assert 0 < sum(rep.stages.values()) <= rep.seconds + 1e-6
+
+
+_QUESTIONS = [
+    "Has invoice INV-4471-KQ been settled?",
+    "¿Dónde está la estación de tranvía más cercana? 東京",
+    "word " * 400,  # past the model's window: truncated the same way on both paths
+    "",
+]
+
+
+def test_queries_go_through_onnxruntime_and_match_pytorch(minilm):
+    pytest.importorskip("onnxruntime")
+    for q in _QUESTIONS:
+        fast = minilm.embed_query(q)
+        slow = minilm._encode([q], 1)[0]
+        assert fast.shape == (384,) and fast.dtype == np.float32
+        assert float(fast @ slow) >= 0.9999, q[:40]
+    assert minilm._onnx is not None  # onnx and onnxruntime come with the minilm extra
+
+
+def test_the_exported_query_model_is_cached_and_a_torn_cache_file_is_replaced(
+    minilm, tmp_path, monkeypatch
+):
+    pytest.importorskip("onnxruntime")
+    from pensive_core.embedders.onnx_query import OnnxQueryEncoder
+    from pensive_core.embedders.sentence_transformers import bundled_minilm_path
+
+    monkeypatch.setenv("PENSIVE_CACHE_DIR", str(tmp_path))
+
+    def ref(t):
+        return minilm._encode([t], 1)[0]
+
+    enc = OnnxQueryEncoder.build(bundled_minilm_path(), minilm._model, 1, ref)
+    assert enc is not None
+    (cached,) = (tmp_path / "onnx").glob("*.onnx")
+    size = cached.stat().st_size
+    cached.write_bytes(cached.read_bytes()[: size // 3])  # a crash mid-write, say
+    again = OnnxQueryEncoder.build(bundled_minilm_path(), minilm._model, 1, ref)
+    assert again is not None and cached.stat().st_size == size
+    q = "where is the invoice?"
+    assert float(again(q) @ ref(q)) >= 0.9999
+
+
+def test_a_model_onnx_cannot_reproduce_stays_on_pytorch(minilm, tmp_path, monkeypatch):
+    pytest.importorskip("onnxruntime")
+    from pensive_core.embedders.onnx_query import OnnxQueryEncoder
+    from pensive_core.embedders.sentence_transformers import bundled_minilm_path
+
+    monkeypatch.setenv("PENSIVE_CACHE_DIR", str(tmp_path))
+    rng = np.random.default_rng(0)
+
+    def other_model(_t):  # vectors the exported model does not give
+        v = rng.standard_normal(384).astype(np.float32)
+        return v / np.linalg.norm(v)
+
+    assert OnnxQueryEncoder.build(bundled_minilm_path(), minilm._model, 1, other_model) is None
