@@ -162,7 +162,7 @@ def test_backend_defaults_and_signatures_are_pinned():
     assert g.enabled is True and (g.weight, g.hops, g.seed_hits, g.query_entities) == (1, 2, 3, 0)
     assert {e for e, w in g.edges.items() if w} == {"mentions", "about"}
     b = PensiveConfig().backend
-    assert b.namespace == "" and b.faiss.index == "auto" and b.faiss.hnsw_threshold == 200_000
+    assert b.namespace == "" and b.faiss.index == "auto" and b.faiss.hnsw_threshold == 20_000
     assert (b.faiss.ivf_nprobe, b.faiss.pq_m, b.faiss.ivf_train_min) == (32, 0, 10_000)
     assert (b.pinecone.index, b.pinecone.api_key_env) == ("pensive", "PINECONE_API_KEY")
     assert (b.weaviate.url, b.weaviate.collection) == ("http://localhost:8080", "Pensive")
