@@ -51,6 +51,10 @@ bench: bench-setup
 	$(BIN)/python -m benchmarks.memory --store $(BENCH)/memory
 	$(BIN)/python -m benchmarks.reliability --store $(BENCH)/reliability
 	$(BIN)/python -m benchmarks.crash --kills 200
+	$(BIN)/python -m benchmarks.embed_speed
+	$(BIN)/python -m benchmarks.growth
+	$(BIN)/python -m benchmarks.niah --sizes 100k,1M --peers 1M --store $(BENCH)/niah
+	$(BIN)/python -m benchmarks.niah --sizes 10M --store $(BENCH)/niah
 
 lint: $(STAMP)
 	$(BIN)/ruff check pensive_core pensive_llamaindex pensive_langchain tests benchmarks

@@ -51,17 +51,17 @@ def test_the_haystack_is_100k_tokens_of_unique_text_with_every_needle_planted(ni
 
 def test_needles_are_found_at_every_depth(niah_100k):
     result = niah_100k[2]
-    assert result["overall"]["recall@5"] >= 0.75, result["overall"]
-    assert result["overall"]["recall@1"] >= 0.7, result["overall"]
+    # measured 0.809 / 0.818, worst depth 0.8; two-hop pairs are the misses at 5 (below)
+    assert result["overall"]["recall@5"] >= 0.78, result["overall"]
+    assert result["overall"]["recall@1"] >= 0.75, result["overall"]
     worst = min(v["recall@5"] for v in result["by_depth"].values())
-    assert worst >= 0.6, result["by_depth"]
+    assert worst >= 0.7, result["by_depth"]
 
 
 def test_each_kind_of_single_fact_needle_is_found(niah_100k):
     kinds = niah_100k[2]["by_kind"]
-    assert kinds["identifier"]["recall@5"] == 1.0, kinds
-    assert kinds["correction"]["recall@5"] >= 0.9, kinds
-    assert kinds["event"]["recall@5"] >= 0.9, kinds
-    assert kinds["drift"]["recall@5"] >= 0.85, kinds
+    # measured 1.0 for each single-fact kind (22 needles each): at most one may go
+    for kind in ("event", "identifier", "drift", "correction"):
+        assert kinds[kind]["recall@5"] >= 0.95, (kind, kinds[kind])
     # the first hop of a two-hop question is almost always on top
     assert kinds["multihop"]["recall@1"] >= 0.85, kinds
