@@ -107,32 +107,59 @@ def spread(
         return np.zeros(n, dtype=np.float64)
     t = matrix if matrix is not None else transition(view, cfg)
     order = sorted(seeds.items())
-    # one row per seed, spread together; the frontier stays sparse (few nodes fire per hop)
-    act = np.zeros((len(order), n), dtype=np.float64)
+    # Only nodes within ``hops`` edges of a seed can be reached: the spreading runs on that
+    # sub-graph (rows and columns in ascending node order, so every sum adds the same terms in
+    # the same order as over the whole graph), and costs what the seeds reach, not the graph.
+    sub = _reachable(t, [node for node, _ in order], max(0, cfg.hops))
+    ts = t[sub][:, sub]
+    pos = {int(node): i for i, node in enumerate(sub.tolist())}
+    # one row per seed, spread together
+    act = np.zeros((len(order), len(sub)), dtype=np.float64)
     for r, (node, start) in enumerate(order):
-        act[r, node] = min(1.0, max(0.0, float(start)))
+        act[r, pos[node]] = min(1.0, max(0.0, float(start)))
     frontier = act.copy()
     for _ in range(max(0, cfg.hops)):
         frontier[frontier < cfg.threshold] = 0.0  # too weak to fire
         if not frontier.any():
             break
-        arrived = np.minimum(cfg.decay * (sparse.csr_matrix(frontier) @ t).toarray(), 1.0)
+        arrived = np.minimum(cfg.decay * (sparse.csr_matrix(frontier) @ ts).toarray(), 1.0)
         new = 1.0 - (1.0 - act) * (1.0 - arrived)  # diminishing returns
         frontier = new - act
         act = new
     if not include_seeds:
         for r, (node, _) in enumerate(order):
-            act[r, node] = 0.0  # its own start, and whatever it spread back to itself
+            act[r, pos[node]] = 0.0  # its own start, and whatever it spread back to itself
     miss = np.prod(1.0 - act, axis=0)  # every seed's arrivals, combined the same way
     reached = np.count_nonzero(act >= cfg.threshold, axis=0)
     total = 1.0 - miss
     bonus = 1.0 + cfg.convergence * np.maximum(reached - 1, 0)
     # nodes are ordered passages, entities, types: the weights are three constant blocks
-    weights = np.empty(n, dtype=np.float64)
-    weights[: view.n_chunks] = cfg.type_weights.get("chunk", 0.0)
-    weights[view.n_chunks : view.n_chunks + view.n_entities] = cfg.type_weights.get("entity", 0.0)
-    weights[view.n_chunks + view.n_entities :] = cfg.type_weights.get("type", 0.0)
-    return np.asarray(total * bonus * weights)
+    kind = np.searchsorted(
+        np.array([view.n_chunks, view.n_chunks + view.n_entities]), sub, side="right"
+    )
+    weights = np.array(
+        [cfg.type_weights.get(k, 0.0) for k in ("chunk", "entity", "type")], dtype=np.float64
+    )[kind]
+    out = np.zeros(n, dtype=np.float64)
+    out[sub] = total * bonus * weights
+    return out
+
+
+def _reachable(t: sparse.csr_matrix, seeds: list[int], hops: int) -> np.ndarray:
+    """Every node within ``hops`` edges of ``seeds`` (seeds included), ascending."""
+    seen = np.unique(np.asarray(seeds, dtype=np.int64))
+    step = seen
+    indptr, indices = t.indptr, t.indices
+    for _ in range(hops):
+        if not len(step):
+            break
+        starts, ends = indptr[step], indptr[step + 1]
+        if not (ends - starts).sum():
+            break
+        nxt = np.unique(np.concatenate([indices[a:b] for a, b in zip(starts, ends)]))
+        step = np.setdiff1d(nxt, seen, assume_unique=True)
+        seen = np.union1d(seen, step)
+    return seen
 
 
 def top_chunks(
