@@ -48,6 +48,10 @@ def main(argv: list[str] | None = None) -> int:
         default=7,
         help="seed of the needles; 7 is reported, others are for tuning (never reported)",
     )
+    ap.add_argument("--read-only", action="store_true", help="query as a reader (a build runs)")
+    ap.add_argument(
+        "--only-present", action="store_true", help="ask only needles the store holds whole"
+    )
     ap.add_argument("--tag", default="", help="record under this name instead of the size")
     args = ap.parse_args(argv)
     base = args.store or Path(".bench/niah")
@@ -59,8 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     for label in [s.strip() for s in args.sizes.split(",") if s.strip()]:
         if label not in SIZES:
             ap.error(f"unknown size {label!r}; choose from {', '.join(SIZES)}")
-        key = args.tag or label
-        store = base / label if not args.tag else base / f"{label}-{args.tag}"
+        key = f"{label}-{args.tag}" if args.tag else label
+        store = base / label if args.phase == "query" or not args.tag else base / key
         run: dict[str, Any] = payload["runs"].get(key, {})
         if args.phase in ("all", "build"):
             print(f"[{key}] building and ingesting into {store}", flush=True)
@@ -71,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             }
         if args.phase in ("all", "query"):
             print(f"[{key}] querying", flush=True)
-            run["pensive"] = query(store, config)
+            run["pensive"] = query(store, config, 5, args.read_only, args.only_present)
             if label in want_peers and not args.tag:
                 print(f"[{key}] peers", flush=True)
                 run["peers"] = peers(store)
@@ -91,6 +95,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def _fmt_pct(x: float | None) -> str:
     return "–" if x is None else f"{100 * x:.1f}%"
+
+
+def _cell(q: dict[str, Any], depth: int, metric: str) -> str:
+    v = q["by_depth"][str(depth)]
+    return _fmt_pct(v[metric]) if v["n"] else "–"  # no needle there (a partial store)
 
 
 def markdown(payload: dict[str, Any], out: Path) -> str:
@@ -121,8 +130,9 @@ def markdown(payload: dict[str, Any], out: Path) -> str:
         worst = min((v["recall@5"] for v in q.get("by_depth", {}).values() if v["n"]), default=None)
         cfg = "defaults" if r.get("config") == "defaults" else json.dumps(r.get("config"))
         lat = q.get("latency_ms", {})
+        tokens = hs.get("tokens") or q.get("partial", {}).get("tokens_held", 0)
         lines.append(
-            f"| {key} ({hs.get('tokens', 0):,} tokens) | {cfg} | {_fmt_pct(q.get('overall', {}).get('recall@1'))} "
+            f"| {key} ({tokens:,} tokens) | {cfg} | {_fmt_pct(q.get('overall', {}).get('recall@1'))} "
             f"| {_fmt_pct(q.get('overall', {}).get('recall@5'))} | {_fmt_pct(worst)} "
             f"| {lat.get('p50', '–')} / {lat.get('p95', '–')} | {q.get('open_s', '–')} "
             f"| {ing.get('seconds', 0) / 60:.1f} min | {ing.get('chunks_per_s', '–')} "
@@ -140,12 +150,12 @@ def markdown(payload: dict[str, Any], out: Path) -> str:
         ]
         lines.append(
             "| recall@5 (all kinds) | "
-            + " | ".join(_fmt_pct(q["by_depth"][str(d)]["recall@5"]) for d in DEPTHS)
+            + " | ".join(_cell(q, d, "recall@5") for d in DEPTHS)
             + f" | {_fmt_pct(q['overall']['recall@5'])} |"
         )
         lines.append(
             "| recall@1 (all kinds) | "
-            + " | ".join(_fmt_pct(q["by_depth"][str(d)]["recall@1"]) for d in DEPTHS)
+            + " | ".join(_cell(q, d, "recall@1") for d in DEPTHS)
             + f" | {_fmt_pct(q['overall']['recall@1'])} |"
         )
         lines += ["", "| kind | recall@1 | recall@5 |", "|---|---:|---:|"]
@@ -213,13 +223,19 @@ def _plot(payload: dict[str, Any], out: Path, order: list[str]) -> str | None:
             continue
         ax.plot(
             DEPTHS,
-            [100 * q["by_depth"][str(d)]["recall@5"] for d in DEPTHS],
+            [
+                100 * q["by_depth"][str(d)]["recall@5"] if q["by_depth"][str(d)]["n"] else None
+                for d in DEPTHS
+            ],
             marker="o",
             label=f"{key} recall@5",
         )
         ax.plot(
             DEPTHS,
-            [100 * q["by_depth"][str(d)]["recall@1"] for d in DEPTHS],
+            [
+                100 * q["by_depth"][str(d)]["recall@1"] if q["by_depth"][str(d)]["n"] else None
+                for d in DEPTHS
+            ],
             ls="--",
             label=f"{key} recall@1",
         )
