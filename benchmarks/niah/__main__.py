@@ -171,12 +171,16 @@ def markdown(payload: dict[str, Any], out: Path) -> str:
             f"{q['first_query_s']} s. Tiers: {q['tiers']}."
         )
         ing = r.get("ingest")
-        if ing:
+        if ing and ing.get("stages_s"):
             lines += ["", "| ingest stage | seconds | chunks/s |", "|---|---:|---:|"]
             for st, sec in sorted(ing["stages_s"].items(), key=lambda kv: -kv[1]):
                 lines.append(f"| {st} | {sec} | {ing['stages_chunks_per_s'].get(st) or '–'} |")
             lines.append(f"| **total** | {ing['seconds']} | {ing['chunks_per_s']} |")
-            hs = r["haystack"]
+        for note in (r.get("haystack", {}).get("note"), (ing or {}).get("note")):
+            if note:
+                lines += ["", note[0].upper() + note[1:] + "."]
+        hs = r.get("haystack", {})
+        if hs.get("tokens_by_source"):
             lines.append("")
             lines.append(
                 f"Haystack: {hs['documents']:,} documents, {hs['tokens']:,} tokens "
