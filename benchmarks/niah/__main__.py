@@ -97,9 +97,15 @@ def _fmt_pct(x: float | None) -> str:
     return "–" if x is None else f"{100 * x:.1f}%"
 
 
-def _cell(q: dict[str, Any], depth: int, metric: str) -> str:
+def _value(q: dict[str, Any], depth: int, metric: str) -> float | None:
+    """Recall in percent at a depth; None where no needle sits (a partial store)."""
     v = q["by_depth"][str(depth)]
-    return _fmt_pct(v[metric]) if v["n"] else "–"  # no needle there (a partial store)
+    return 100 * v[metric] if v["n"] else None
+
+
+def _cell(q: dict[str, Any], depth: int, metric: str) -> str:
+    value = _value(q, depth, metric)
+    return "–" if value is None else f"{value:.1f}%"
 
 
 def markdown(payload: dict[str, Any], out: Path) -> str:
@@ -225,24 +231,13 @@ def _plot(payload: dict[str, Any], out: Path, order: list[str]) -> str | None:
         q = runs[key].get("pensive")
         if not q:
             continue
-        ax.plot(
-            DEPTHS,
-            [
-                100 * q["by_depth"][str(d)]["recall@5"] if q["by_depth"][str(d)]["n"] else None
-                for d in DEPTHS
-            ],
-            marker="o",
-            label=f"{key} recall@5",
-        )
-        ax.plot(
-            DEPTHS,
-            [
-                100 * q["by_depth"][str(d)]["recall@1"] if q["by_depth"][str(d)]["n"] else None
-                for d in DEPTHS
-            ],
-            ls="--",
-            label=f"{key} recall@1",
-        )
+        for metric, style in (("recall@5", {"marker": "o"}), ("recall@1", {"ls": "--"})):
+            ax.plot(
+                DEPTHS,
+                [_value(q, d, metric) for d in DEPTHS],
+                label=f"{key} {metric}",
+                **style,
+            )
     ax.set_xlabel("needle depth (%)")
     ax.set_ylabel("recall (%)")
     ax.set_ylim(0, 102)

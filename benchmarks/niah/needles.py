@@ -380,8 +380,5 @@ def placements(needles: list[Needle]) -> list[tuple[float, str]]:
     return out
 
 
-_SENT_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'])")
-
-
 def norm(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()

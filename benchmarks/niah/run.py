@@ -126,7 +126,6 @@ def build(
     (store / "niah_needles.json").write_text(
         json.dumps([asdict(n) for n in needles], indent=1) + "\n"
     )
-    # a needle sentence split across two passages could not be found whole: count them
     return {
         "haystack": {
             "tokens": tokens,
