@@ -365,16 +365,35 @@ def make_needles(per_cell: int = 2, seed: int = 7) -> list[Needle]:
     return out
 
 
+#: Needles sharing a depth sit this many percentage points apart, each in its own place: put
+#: at one point, ten unrelated facts would share a passage, which no real corpus does and which
+#: muddles both a passage's embedding and its names.
+SLOT_STEP = 0.2
+
+
 def placements(needles: list[Needle]) -> list[tuple[float, str]]:
-    """Every sentence to plant, with its depth in percent."""
+    """Every sentence to plant, with its depth in percent. The needles of one depth go to
+    points ``SLOT_STEP`` apart around it (after 0%, before 100%), in the order given."""
     out: list[tuple[float, str]] = []
+    per_depth: dict[int, int] = {}
     for nd in needles:
+        per_depth[nd.depth] = per_depth.get(nd.depth, 0) + 1
+    seen: dict[int, int] = {}
+    for nd in needles:
+        j = seen.get(nd.depth, 0)
+        seen[nd.depth] = j + 1
+        if nd.depth <= 0:
+            at = j * SLOT_STEP
+        elif nd.depth >= 100:
+            at = 100 - j * SLOT_STEP
+        else:
+            at = nd.depth + (j - (per_depth[nd.depth] - 1) / 2) * SLOT_STEP
         if nd.kind == "multihop":
-            out.append((float(nd.depth), nd.gold[0]))
+            out.append((float(at), nd.gold[0]))
             out.append((nd.support_depths[0], nd.gold[1]))
             continue
         for s in nd.gold:
-            out.append((float(nd.depth), s))
+            out.append((float(at), s))
         for s, d in zip(nd.support, nd.support_depths):
             out.append((d, s))
     return out

@@ -71,3 +71,15 @@ def test_filler_is_new_text_never_a_copied_paragraph():
     docs = [filler.document(i) for i in range(20)]
     assert haystack.repeated_paragraphs(real[:1] + docs) == 0
     assert all(len(d.text.split()) > 300 for d in docs)
+
+
+def test_needles_of_one_depth_each_get_their_own_place():
+    needles = make_needles(2, seed=4)
+    sentences = placements(needles)
+    gold_at = {}
+    for nd in needles:
+        gold_at[nd.id] = next(d for d, s in sentences if s == nd.gold[0])
+    for depth in DEPTHS:
+        at = [gold_at[n.id] for n in needles if n.depth == depth]
+        assert len(set(at)) == len(at) == 2 * len(KINDS)  # no two share a point
+        assert all(0 <= d <= 100 and abs(d - depth) <= 2 for d in at)
