@@ -61,6 +61,10 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "graph: weight 2.0": {"graph": {"weight": 2.0}},
     "graph: 3 hops, co-occurrence 0.2": {"graph": {"hops": 3, "edges": {"co_occurs": 0.2}}},
     "graph: 2 recall cycles": {"graph": {"cycles": 2}},
+    "graph: rare names bridge (<= 2 passages)": {"graph": {"bridge": 1.0, "bridge_max": 2}},
+    "graph: rare names bridge (<= 3 passages)": {"graph": {"bridge": 1.0, "bridge_max": 3}},
+    "graph: rare names bridge (<= 5 passages)": {"graph": {"bridge": 1.0, "bridge_max": 5}},
+    "graph: rare names bridge (<= 3 passages, 0.3)": {"graph": {"bridge": 0.3, "bridge_max": 3}},
     "graph: first design (every mention, 3 hops, 5 seeds, names seed)": {
         "graph": {
             "edges": {"mentioned_in": 1.0, "about": 0.0, "co_occurs": 0.5, "next": 0.5,
@@ -77,6 +81,9 @@ CHECKS: dict[str, dict[str, Any]] = {
     "graph off": OFF,
     "graph on (default)": {},
     "graph: also to every passage naming an entity": EVERY_MENTION,
+    "graph: rare names bridge (<= 2 passages)": {"graph": {"bridge": 1.0, "bridge_max": 2}},
+    "graph: rare names bridge (<= 3 passages)": {"graph": {"bridge": 1.0, "bridge_max": 3}},
+    "graph: rare names bridge (<= 5 passages)": {"graph": {"bridge": 1.0, "bridge_max": 5}},
 }
 
 

@@ -281,6 +281,10 @@ class GraphConfig(_Section):
     cycles: int = Field(1, ge=1, le=5)  # recall cycles: each seeds from the last one's top
     context_gain: float = Field(1.0, ge=0.0)  # activation x (1 + gain * context's activation)
     entity_weight: float = Field(0.3, ge=0.0)  # entity nodes relative to passages (1.0)
+    # a name shared by at most ``bridge_max`` passages leads from one to the others at this
+    # weight (a rare name is a bridge; a common one, the ``mentioned_in`` edge, is noise)
+    bridge: float = Field(0.0, ge=0.0)
+    bridge_max: int = Field(3, ge=2, le=1000)
     max_pair_entities: int = Field(30, ge=2)  # busier passages add no co-occurrence edges
     learning: LearningSection = LearningSection()
     aggregate: bool = True  # "how many times ...?" / "list every ..." answered from the graph

@@ -796,7 +796,7 @@ class Pensive:
             return True
         g = self.config.graph
         spreading = {name for name, w in g.edges.items() if w > 0}
-        return g.query_entities == 0 and spreading <= {"mentions", "about"}
+        return g.query_entities == 0 and g.bridge == 0 and spreading <= {"mentions", "about"}
 
     def _l1_affected(self, entries: list[EntryView]) -> set[str]:
         removed_ids = list(self._chg_removed)
@@ -1437,6 +1437,8 @@ class Pensive:
             convergence=g.convergence,
             edge_weights=dict(g.edges),
             type_weights={"chunk": 1.0, "entity": g.entity_weight, "type": 0.0},
+            bridge=g.bridge,
+            bridge_max=g.bridge_max,
         )
 
     def _question_seeds(
