@@ -50,6 +50,7 @@ SYSTEMS: dict[str, dict[str, Any]] = {
     "hybrid": OFF,
     "hybrid + graph (default)": {},
 }
+NO_FOCUS = {"graph": {"focus": 0.0}}
 EVERY_MENTION = {"graph": {"edges": {"mentioned_in": 0.05, "co_occurs": 0.2}}}
 #: Settings beside the default, to show what each choice is worth (HotpotQA only).
 VARIANTS: dict[str, dict[str, Any]] = {
@@ -61,10 +62,11 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "graph: weight 2.0": {"graph": {"weight": 2.0}},
     "graph: 3 hops, co-occurrence 0.2": {"graph": {"hops": 3, "edges": {"co_occurs": 0.2}}},
     "graph: 2 recall cycles": {"graph": {"cycles": 2}},
-    "graph: rare names bridge (<= 2 passages)": {"graph": {"bridge": 1.0, "bridge_max": 2}},
-    "graph: rare names bridge (<= 3 passages)": {"graph": {"bridge": 1.0, "bridge_max": 3}},
-    "graph: rare names bridge (<= 5 passages)": {"graph": {"bridge": 1.0, "bridge_max": 5}},
-    "graph: rare names bridge (<= 3 passages, 0.3)": {"graph": {"bridge": 0.3, "bridge_max": 3}},
+    "graph: no focused hop": NO_FOCUS,
+    "graph: focused hop at 1.0 of a passage's score": {"graph": {"focus": 1.0}},
+    "graph: focused hop at 0.1": {"graph": {"focus": 0.1}},
+    "graph: focused hop, bridges up to 3 passages": {"graph": {"bridge_max": 3}},
+    "graph: focused hop, no bridges (passages about the name only)": {"graph": {"bridge": 0.0}},
     "graph: first design (every mention, 3 hops, 5 seeds, names seed)": {
         "graph": {
             "edges": {"mentioned_in": 1.0, "about": 0.0, "co_occurs": 0.5, "next": 0.5,
@@ -81,9 +83,9 @@ CHECKS: dict[str, dict[str, Any]] = {
     "graph off": OFF,
     "graph on (default)": {},
     "graph: also to every passage naming an entity": EVERY_MENTION,
-    "graph: rare names bridge (<= 2 passages)": {"graph": {"bridge": 1.0, "bridge_max": 2}},
-    "graph: rare names bridge (<= 3 passages)": {"graph": {"bridge": 1.0, "bridge_max": 3}},
-    "graph: rare names bridge (<= 5 passages)": {"graph": {"bridge": 1.0, "bridge_max": 5}},
+    "graph: no focused hop": NO_FOCUS,
+    "graph: focused hop at 1.0 of a passage's score": {"graph": {"focus": 1.0}},
+    "graph: focused hop, bridges up to 3 passages": {"graph": {"bridge_max": 3}},
 }
 
 

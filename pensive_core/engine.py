@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import threading
 import time
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -20,7 +22,7 @@ from .archive import ARCHIVE_ONLY, INDEXED, Archive, metadata_json
 from .backends.base import VectorBackend
 from .backends.registry import create_backend
 from .cache import Deps, EntryView, L1Cache, QueryKey, chunk_hashes, make_key
-from .chunking import chunk_text, content_hash
+from .chunking import chunk_text, content_hash, split_sentences
 from .config import STRUCTURAL_KEYS, PensiveConfig, get_key, load_config
 from .context.base import ContextGenerator, ContextRequest, join_context
 from .embedders.base import Embedder, QueryCache
@@ -86,6 +88,8 @@ _STAGES = (
     "temporal",
     "commit",
 )
+_WORDS_ONLY = re.compile(r"[^\w]+")  # whole words match whole words
+_NOT_BRIDGES = frozenset({"date", "quantity"})  # names a focused hop does not follow
 _L3_PASSAGES = 2  # archive passages an exact-string escalation adds to L2's answer
 
 
@@ -216,6 +220,7 @@ class Pensive:
             self._heb_version = 0  # bumped when learned edge weights change
             self._last_seeds: dict[int, float] = {}
             self._reach: tuple[GraphView, Any, Any] | None = None  # see _naming
+            self._focus_matrix: tuple[GraphView, ActivationConfig, Any] | None = None
             lc = self.config.graph.learning
             if self._graph is not None and lc.enabled:
                 knobs = LearningConfig(**lc.model_dump(exclude={"deterministic"}))
@@ -288,6 +293,7 @@ class Pensive:
         graph: GraphStore | None = getattr(self, "_graph", None)  # None while opening
         if graph is not None:
             graph.touched_subjects.clear()
+            graph.touched_names.clear()
 
     # -- setup --------------------------------------------------------------------------------
     def _check_structural(self, saved: Mapping[str, Any]) -> None:
@@ -790,13 +796,15 @@ class Pensive:
     def _graph_is_local(self) -> bool:
         """Whether the graph's part of an answer can change only through passages it already
         depends on: off, or activation that only goes from candidate passages to the
-        passages about the entities they name (the default). Otherwise, spreading from the
-        question's names or along every mention can reach anything."""
+        passages about the entities they name (the default; the focused hop also goes to the
+        passages naming a rare name they name, and a commit touching such a name drops the
+        answers whose candidates name it). Otherwise, spreading from the question's names or
+        along every mention can reach anything."""
         if self._graph is None or self.config.graph.weight == 0:
             return True
         g = self.config.graph
         spreading = {name for name, w in g.edges.items() if w > 0}
-        return g.query_entities == 0 and g.bridge == 0 and spreading <= {"mentions", "about"}
+        return g.query_entities == 0 and spreading <= {"mentions", "about"}
 
     def _l1_affected(self, entries: list[EntryView]) -> set[str]:
         removed_ids = list(self._chg_removed)
@@ -807,6 +815,12 @@ class Pensive:
         if self._graph is not None and self._graph.touched_subjects:
             # a document about an entity came or went: passages naming it now lead elsewhere
             removed_ids += self._graph.mentioning(self._graph.touched_subjects)
+        g = self.config.graph
+        if self._graph is not None and g.focus > 0 and g.bridge > 0 and self._graph.touched_names:
+            # a passage naming a rare name came or went: the focused hop from any passage
+            # naming it may now lead elsewhere (one more passage: it may have just become rare)
+            rare = self._graph.rare(self._graph.touched_names, g.bridge_max + 1)
+            removed_ids += self._graph.mentioning(rare)
         removed = chunk_hashes(removed_ids)
         vectors = np.concatenate(self._chg_vectors) if self._chg_vectors else None
         texts = [t.casefold() for t in self._chg_texts]
@@ -1437,8 +1451,6 @@ class Pensive:
             convergence=g.convergence,
             edge_weights=dict(g.edges),
             type_weights={"chunk": 1.0, "entity": g.entity_weight, "type": 0.0},
-            bridge=g.bridge,
-            bridge_max=g.bridge_max,
         )
 
     def _question_seeds(
@@ -1450,6 +1462,7 @@ class Pensive:
         for n in range(1, min(4, len(words)) + 1):
             for i in range(len(words) - n + 1):
                 gram = " ".join(words[i : i + n]).strip('.,;:!?"()')
+                gram = gram.removesuffix("'s").removesuffix("\u2019s")  # "Hana Kraind's"
                 row = index.get("e:" + gram)
                 if row is not None and (n > 1 or gram not in self._words._stop):
                     seeds[row] = weight
@@ -1487,10 +1500,25 @@ class Pensive:
             for f in new:
                 row = index[f.id]
                 grown[row] = max(grown.get(row, 0.0), max(0.0, f.score / fused[0].score))
-        if not grown:
+        focus: dict[int, float] = {}
+        if new and fused[0].score > 0 and g.focus > 0:
+            focus = {
+                row: g.focus * w
+                for row, w in self._focus_seeds(text, new, index, fused[0].score).items()
+                if row not in grown
+            }
+        if not grown and not focus:
             return [], grown
         # a seed passage L2 already found scores only by what other seeds spread to it
         act = spread(view, grown, act_cfg, matrix, include_seeds=False)
+        if focus:
+            # one hop from each focused name to the passages about it or (a rare name) naming
+            # it, combined with the rest as repeated arrivals are
+            hop_cfg, hop_matrix = self._focus_state(view, act_cfg)
+            reached = spread(view, focus, hop_cfg, hop_matrix, include_seeds=False)
+            reached[[r for r in grown if r < view.n_chunks]] = 0.0  # passages L2 gave
+            act = 1.0 - (1.0 - act) * (1.0 - reached)
+            grown.update(focus)
         if context is not None:
             # where the context's activation meets the question's, raise it (never lower it)
             act = act * (1.0 + g.context_gain * context)
@@ -1498,6 +1526,75 @@ class Pensive:
         if allowed is not None:
             ranked = [(c, s) for c, s in ranked if c in allowed][:depth]
         return ranked, grown
+
+    def _focus_state(self, view: GraphView, cfg: ActivationConfig) -> tuple[ActivationConfig, Any]:
+        """Settings and transition matrix of the focused hop (made once per loaded graph):
+        from a name to the passages about it or, when no document is about it and at most
+        ``bridge_max`` passages name it, to those."""
+        if self._focus_matrix is None or self._focus_matrix[0] is not view:
+            g = self.config.graph
+            hop = replace(
+                cfg,
+                hops=1,
+                edge_weights={"about": g.edges.get("about", 1.0)},
+                bridge=g.bridge,
+                bridge_max=g.bridge_max,
+                bridge_orphans=True,
+            )
+            self._focus_matrix = (view, hop, transition(view, hop))
+        return self._focus_matrix[1], self._focus_matrix[2]
+
+    def _focus_seeds(
+        self, text: str, seeds: Sequence[Fused], index: Mapping[str, int], top: float
+    ) -> dict[int, float]:
+        """The names a reader would look up next: in each seed passage, the sentences that
+        name something the question names and, of those, share the most words with it; the
+        other names there (not dates or quantities, which passages share by coincidence) as
+        entity nodes, each at its passage's score relative to ``top``. "The leader of the
+        Quorbel project" -> "Quorbel is led by Hana Kraind" -> Hana Kraind."""
+        view = self._graph_state()[0]
+        # what the question names as a name: capitals or digits past its first word ("the
+        # Quorbel project", "ticket 4471"), not a common word the graph also knows
+        marked = {
+            w.casefold()
+            for w in _WORDS_ONLY.split(text)[1:]
+            if w.lower() != w or any(c.isdigit() for c in w)
+        }
+        said = {
+            n: w
+            for n, w in self._question_seeds(text, index, 1.0).items()
+            if marked & set(_WORDS_ONLY.split(view.nodes[n][2:]))
+        }
+        asked = set(self._words.tokenize(text))
+        if not said or not asked:
+            return {}
+        said_keys = [f" {_WORDS_ONLY.sub(' ', view.nodes[n][2:]).strip()} " for n in said]
+        rows = self._archive.chunks([f.id for f in seeds])
+        out: dict[int, float] = {}
+        for f in seeds:
+            row = rows.get(f.id)
+            if row is None:
+                continue
+            found: list[tuple[int, list[int]]] = []
+            for a, b, _ in split_sentences(row.text):
+                sentence = row.text[a:b]
+                folded = f" {_WORDS_ONLY.sub(' ', normalize_entity(sentence))} "
+                if not any(k in folded for k in said_keys):
+                    continue  # cannot name what the question names (extracting costs more)
+                nodes = [
+                    index.get("e:" + m.key)
+                    for m in self._extractor.extract(sentence)
+                    if m.kind not in _NOT_BRIDGES
+                ]
+                if any(n in said for n in nodes):
+                    n_words = len(asked & set(self._words.tokenize(sentence)))
+                    found.append((n_words, [n for n in nodes if n is not None and n not in said]))
+            best = max((n for n, _ in found), default=0)
+            for n_words, nodes in found:
+                if n_words == best:
+                    for node in nodes:
+                        out[node] = max(out.get(node, 0.0), max(0.0, f.score / top))
+        return out
 
     def _naming(self, view: GraphView) -> tuple[Any, Any]:
         """Entity -> the passages naming it or about it, as CSR (rows: an entity's passages)

@@ -93,6 +93,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _measured(run: dict[str, Any]) -> str:
+    """When a run was recorded and from which commit (``+`` when the engine had uncommitted
+    changes): runs of different sizes may come from different versions."""
+    src = run.get("source", {})
+    commit = (src.get("commit") or "?")[:7] + ("+" if src.get("pensive_core_uncommitted") else "")
+    return f"{run.get('measured_at', '?')[:10]} ({commit})"
+
+
 def _fmt_pct(x: float | None) -> str:
     return "–" if x is None else f"{100 * x:.1f}%"
 
@@ -125,8 +133,8 @@ def markdown(payload: dict[str, Any], out: Path) -> str:
         f"Machine: {payload.get('environment', {}).get('cpu', '?')}.",
         "",
         "| haystack | config | recall@1 | recall@5 | worst depth recall@5 | p50 / p95 ms | "
-        "open s | ingest | chunks/s | store MB | peak RSS MB |",
-        "|---|---|---:|---:|---:|---|---:|---|---:|---:|---:|",
+        "open s | ingest | chunks/s | store MB | peak RSS MB | measured (commit) |",
+        "|---|---|---:|---:|---:|---|---:|---|---:|---:|---:|---|",
     ]
     for key in order:
         r = runs[key]
@@ -142,7 +150,8 @@ def markdown(payload: dict[str, Any], out: Path) -> str:
             f"| {_fmt_pct(q.get('overall', {}).get('recall@5'))} | {_fmt_pct(worst)} "
             f"| {lat.get('p50', '–')} / {lat.get('p95', '–')} | {q.get('open_s', '–')} "
             f"| {ing.get('seconds', 0) / 60:.1f} min | {ing.get('chunks_per_s', '–')} "
-            f"| {ing.get('store_bytes', 0) / 1e6:.0f} | {max(ing.get('peak_rss_mb', 0), q.get('peak_rss_mb', 0)):.0f} |"
+            f"| {ing.get('store_bytes', 0) / 1e6:.0f} | {max(ing.get('peak_rss_mb', 0), q.get('peak_rss_mb', 0)):.0f} "
+            f"| {_measured(r)} |"
         )
     for key in order:
         r = runs[key]

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from pensive_core import Document, Pensive
+from pensive_core import Document, Pensive, PensiveConfig
 
 from . import haystack
 from .needles import DEPTHS, KINDS, Needle, make_needles, norm, placements
@@ -209,6 +209,19 @@ def _present(p: Pensive, needles: list[Needle]) -> tuple[list[Needle], int]:
     return [n for n in needles if all(held(x) for x in [*n.gold, *n.support])], tokens
 
 
+def _todays_graph(config: dict[str, Any] | None) -> dict[str, Any]:
+    """``config`` over today's graph defaults: a store keeps the settings it was built with,
+    and the graph's are query-time settings, so a store built before a default changed is
+    asked with the new one (as a store built today would be)."""
+    out: dict[str, Any] = {"graph": PensiveConfig().graph.model_dump()}
+    for section, values in (config or {}).items():
+        if section == "graph" and isinstance(values, dict):
+            out["graph"] = {**out["graph"], **values}
+        else:
+            out[section] = values
+    return out
+
+
 def query(
     store: Path,
     config: dict[str, Any] | None,
@@ -230,7 +243,7 @@ def query(
             f.unlink()
     gc.collect()
     t0 = time.perf_counter()
-    p = Pensive(store, config=config, read_only=read_only)
+    p = Pensive(store, config=_todays_graph(config), read_only=read_only)
     open_s = time.perf_counter() - t0
     partial: dict[str, Any] = {}
     if only_present:

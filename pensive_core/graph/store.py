@@ -121,6 +121,9 @@ class GraphStore:
         #: Subject keys of documents added, replaced or removed since the caller last cleared
         #: it (what a commit may have changed for passages that name those entities).
         self.touched_subjects: set[str] = set()
+        #: Keys of entities named by passages added or removed since the caller last cleared
+        #: it (a rare one leads somewhere new from every passage naming it).
+        self.touched_names: set[str] = set()
         if create:
             db.executescript(_SCHEMA)
 
@@ -169,6 +172,7 @@ class GraphStore:
                     "INSERT OR REPLACE INTO graph_chunks VALUES (?, ?, ?)", (cid, doc_id, ordinal)
                 )
                 counts = Counter(key for key, _ in mentions)
+                self.touched_names.update(counts)
                 kind_of = dict(mentions)
                 for key, n in counts.items():
                     eid = self._entity(key, kind_of[key])
@@ -221,6 +225,14 @@ class GraphStore:
             )
         ]
         for cid in chunk_ids:
+            self.touched_names.update(
+                r[0]
+                for r in self.db.execute(
+                    "SELECT e.key FROM graph_mentions m JOIN graph_entities e "
+                    "ON e.id = m.entity_id WHERE m.chunk_id = ?",
+                    (cid,),
+                )
+            )
             self.db.execute(
                 "UPDATE graph_entities SET chunks = chunks - 1 WHERE id IN "
                 "(SELECT entity_id FROM graph_mentions WHERE chunk_id = ?)",
@@ -265,6 +277,23 @@ class GraphStore:
         out: set[str] = set()
         for key in keys:
             out.update(self.chunks_of(key))
+        return out
+
+    def rare(self, keys: Iterable[str], most: int) -> set[str]:
+        """Those of ``keys`` that at most ``most`` passages name (entities that are gone
+        left out: their passages are gone too)."""
+        keys = list(keys)
+        out: set[str] = set()
+        for i in range(0, len(keys), 500):
+            part = keys[i : i + 500]
+            out.update(
+                r[0]
+                for r in self.db.execute(
+                    f"SELECT key FROM graph_entities WHERE key IN ({','.join('?' * len(part))}) "
+                    "AND chunks <= ?",
+                    (*part, most),
+                )
+            )
         return out
 
     def chunks_of(self, key: str) -> list[str]:

@@ -51,17 +51,19 @@ def test_the_haystack_is_100k_tokens_of_unique_text_with_every_needle_planted(ni
 
 def test_needles_are_found_at_every_depth(niah_100k):
     result = niah_100k[2]
-    # measured 0.809 / 0.818, worst depth 0.8; two-hop pairs are the misses at 5 (below)
-    assert result["overall"]["recall@5"] >= 0.78, result["overall"]
-    assert result["overall"]["recall@1"] >= 0.75, result["overall"]
+    # measured 0.955 / 0.700, worst depth 0.7 (benchmarks/results/niah.md)
+    assert result["overall"]["recall@5"] >= 0.92, result["overall"]
+    assert result["overall"]["recall@1"] >= 0.65, result["overall"]
     worst = min(v["recall@5"] for v in result["by_depth"].values())
     assert worst >= 0.7, result["by_depth"]
 
 
-def test_each_kind_of_single_fact_needle_is_found(niah_100k):
+def test_each_kind_of_needle_is_found(niah_100k):
     kinds = niah_100k[2]["by_kind"]
-    # measured 1.0 for each single-fact kind (22 needles each): at most one may go
-    for kind in ("event", "identifier", "drift", "correction"):
+    # measured 1.0 for events, identifiers and corrections (22 needles each): one may go
+    for kind in ("event", "identifier", "correction"):
         assert kinds[kind]["recall@5"] >= 0.95, (kind, kinds[kind])
-    # the first hop of a two-hop question is almost always on top
-    assert kinds["multihop"]["recall@1"] >= 0.85, kinds
+    assert kinds["drift"]["recall@5"] >= 0.86, kinds  # measured 0.909
+    # two-hop pairs: both facts at 5 (the focused hop finds the second), measured 0.864
+    assert kinds["multihop"]["recall@5"] >= 0.77, kinds
+    assert kinds["multihop"]["recall@1"] >= 0.75, kinds  # the first hop on top: 0.818

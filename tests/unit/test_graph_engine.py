@@ -156,3 +156,70 @@ def test_answers_refreshed_at_a_commit_see_that_commits_graph(tmp_path):
     assert cached.tier == "L1"  # refreshed at the commit, not dropped
     assert [h.chunk_id for h in cached.hits] == [h.chunk_id for h in fresh.hits]
     assert "bio2" in [h.doc_id for h in fresh.hits]  # reached through the film's director
+
+
+# a name no document is about, in a passage full of other names: only the sentence that
+# answers the question's first hop says which one to follow
+BRIDGE_DOCS = [
+    Document(
+        id="lead",
+        text=(
+            "Pierre met Natasha and Andrei at the ball in Moscow. "
+            "The Quorbel project is led by Hana Kraind. "
+            "Nikolai and Sonya left for Otradnoe with Denisov."
+        ),
+    ),
+    Document(id="lab", text="Hana Kraind keeps her laboratory on level four of Brel Tower."),
+    *[
+        Document(id=f"n{i}", text=f"{a} wrote to {b} from Moscow about the harvest.")
+        for i, (a, b) in enumerate(
+            [("Pierre", "Andrei"), ("Natasha", "Sonya"), ("Nikolai", "Denisov")] * 3
+        )
+    ],
+]
+BRIDGE_Q = "On which floor does the leader of the Quorbel project work?"
+
+
+def test_the_sentence_answering_the_first_hop_names_the_bridge(tmp_path):
+    graph = {"enabled": True, "bridge_max": 3, "seed_hits": 1}
+    plain = {**GRAPH, "graph": {**graph, "focus": 0.0}}  # a store keeps what it was given
+    focused = {**GRAPH, "graph": {**graph, "focus": 1.0}}
+    with Pensive(tmp_path, config=focused) as p:
+        p.ingest(BRIDGE_DOCS)
+        fused, lists, _ = p._retrieve(BRIDGE_Q, {})
+        nodes = p._graph_state()[0].nodes
+        seeds = {nodes[r] for r in p._last_seeds}
+    assert fused[0].id.startswith("lead#")
+    # the name in the matching sentence seeds; the names in the other sentences do not
+    assert "e:hana kraind" in seeds and "e:pierre" not in seeds and "e:quorbel" not in seeds
+    focused_graph = dict(lists["graph"])
+    assert "lab" not in [c.split("#")[0] for c, _ in lists["bm25"]]  # only the graph finds it
+    assert not any(c.startswith("n") for c in focused_graph)  # the other names lead nowhere
+    with Pensive(tmp_path, config=plain) as p:
+        _, lists, _ = p._retrieve(BRIDGE_Q, {})
+    plain_graph = dict(lists["graph"])
+    lab = next(c for c in focused_graph if c.startswith("lab#"))
+    # without focus the bridge gets a fifth of the passage's share (it names five people)
+    assert focused_graph[lab] > 10 * plain_graph.get(lab, 0.0)
+
+
+def test_the_cache_stays_exact_with_the_focused_hop(tmp_path):
+    # the focused hop reaches passages naming a rare name a candidate names: a commit drops a
+    # cached answer when a passage naming such a name comes, and keeps it otherwise
+    cfg = {
+        **HASH_CONFIG,
+        "router": {"l1_refresh": 0, "l3_below": 0.0},
+        "fusion": {"depth": 5},
+        "graph": {"focus": 1.0, "seed_hits": 1},
+    }
+    filler = [Document(id=f"f{i}", text=f"Person{i} keeps bees in Town{i}.") for i in range(300)]
+    with Pensive(tmp_path, config=cfg) as p:
+        p.ingest(BRIDGE_DOCS + filler)
+        first = p.query(BRIDGE_Q, k=3)
+        assert "lab" in [h.doc_id for h in first.hits]  # the focused hop found it
+        assert p.query(BRIDGE_Q, k=3).tier == "L1"
+        p.ingest([Document(id="tea", text="Zed Quux likes tea.")])
+        again = p.query(BRIDGE_Q, k=3)
+        assert again.tier == "L1" and again.hits == first.hits
+        p.ingest([Document(id="lab2", text="Hana Kraind moved her bees to Oslo.")])
+        assert p.query(BRIDGE_Q, k=3).tier == "L2"  # the lead passage names her: dropped
