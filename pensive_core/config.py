@@ -293,6 +293,7 @@ class GraphConfig(_Section):
     # where at most ``bridge_max`` passages name her (a rare name is a bridge; a common one
     # leads everywhere), the passages naming her at weight ``bridge`` (0: off)
     focus: float = Field(0.01, ge=0.0, le=1.0)
+    focus_hits: int = Field(3, ge=0, le=100)  # L2's top passages read for the focused hop
     bridge: float = Field(1.0, ge=0.0)
     bridge_max: int = Field(2, ge=2, le=1000)
     max_pair_entities: int = Field(30, ge=2)  # busier passages add no co-occurrence edges

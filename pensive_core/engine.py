@@ -89,7 +89,18 @@ _STAGES = (
     "commit",
 )
 _WORDS_ONLY = re.compile(r"[^\w]+")  # whole words match whole words
-_NOT_BRIDGES = frozenset({"date", "quantity"})  # names a focused hop does not follow
+
+
+def _looks_like_a_name(m: Any) -> bool:
+    """A name a focused hop follows: a person, place, firm or title written as one ("Hana
+    Kraind", "Quorbel"), not a date, quantity, code or acronym ("MODY", "rs1934179"), which
+    unrelated passages share by coincidence."""
+    if m.kind not in ("name", "title"):
+        return False
+    words = [w for w in m.text.split() if w[:1].isalpha()]
+    return bool(words) and all(w[:1].isupper() and any(c.islower() for c in w) for w in words[:1])
+
+
 _L3_PASSAGES = 2  # archive passages an exact-string escalation adds to L2's answer
 
 
@@ -1501,10 +1512,11 @@ class Pensive:
                 row = index[f.id]
                 grown[row] = max(grown.get(row, 0.0), max(0.0, f.score / fused[0].score))
         focus: dict[int, float] = {}
-        if new and fused[0].score > 0 and g.focus > 0:
+        if fused and fused[0].score > 0 and g.focus > 0:
+            read = [f for f in fused if f.id in index][: max(g.seed_hits, g.focus_hits)]
             focus = {
                 row: g.focus * w
-                for row, w in self._focus_seeds(text, new, index, fused[0].score).items()
+                for row, w in self._focus_seeds(text, read, index, fused[0].score).items()
                 if row not in grown
             }
         if not grown and not focus:
@@ -1581,14 +1593,15 @@ class Pensive:
                 folded = f" {_WORDS_ONLY.sub(' ', normalize_entity(sentence))} "
                 if not any(k in folded for k in said_keys):
                     continue  # cannot name what the question names (extracting costs more)
-                nodes = [
-                    index.get("e:" + m.key)
-                    for m in self._extractor.extract(sentence)
-                    if m.kind not in _NOT_BRIDGES
-                ]
-                if any(n in said for n in nodes):
+                mentions = [(index.get("e:" + m.key), m) for m in self._extractor.extract(sentence)]
+                if any(n in said for n, _ in mentions):
                     n_words = len(asked & set(self._words.tokenize(sentence)))
-                    found.append((n_words, [n for n in nodes if n is not None and n not in said]))
+                    names = [
+                        n
+                        for n, m in mentions
+                        if n is not None and n not in said and _looks_like_a_name(m)
+                    ]
+                    found.append((n_words, names))
             best = max((n for n, _ in found), default=0)
             for n_words, nodes in found:
                 if n_words == best:
