@@ -11,7 +11,6 @@ import threading
 import time
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -88,7 +87,14 @@ _STAGES = (
     "temporal",
     "commit",
 )
+_FROM_ZERO = ("graph",)  # activation: 0 is "not reached", so the graph's list is scaled by its top
 _WORDS_ONLY = re.compile(r"[^\w]+")  # whole words match whole words
+
+
+def _says_any(text: str, names: Sequence[str]) -> bool:
+    """Whether ``text`` says one of ``names`` (normal forms padded with spaces), word for word."""
+    folded = f" {_WORDS_ONLY.sub(' ', normalize_entity(text))} "
+    return any(n in folded for n in names)
 
 
 def _looks_like_a_name(m: Any) -> bool:
@@ -231,7 +237,6 @@ class Pensive:
             self._heb_version = 0  # bumped when learned edge weights change
             self._last_seeds: dict[int, float] = {}
             self._reach: tuple[GraphView, Any, Any] | None = None  # see _naming
-            self._focus_matrix: tuple[GraphView, ActivationConfig, Any] | None = None
             lc = self.config.graph.learning
             if self._graph is not None and lc.enabled:
                 knobs = LearningConfig(**lc.model_dump(exclude={"deterministic"}))
@@ -827,15 +832,23 @@ class Pensive:
             # a document about an entity came or went: passages naming it now lead elsewhere
             removed_ids += self._graph.mentioning(self._graph.touched_subjects)
         g = self.config.graph
-        if self._graph is not None and g.focus > 0 and g.bridge > 0 and self._graph.touched_names:
+        names: list[str] = []
+        if self._graph is not None and g.focus > 0 and self._graph.touched_names:
             # a passage naming a rare name came or went: the focused hop from any passage
-            # naming it may now lead elsewhere (one more passage: it may have just become rare)
+            # naming it may now lead elsewhere, and a question saying it lists the passages
+            # naming it (one more passage: it may have just become rare)
             rare = self._graph.rare(self._graph.touched_names, g.bridge_max + 1)
             removed_ids += self._graph.mentioning(rare)
+            names = [f" {_WORDS_ONLY.sub(' ', k).strip()} " for k in rare]
         removed = chunk_hashes(removed_ids)
         vectors = np.concatenate(self._chg_vectors) if self._chg_vectors else None
         texts = [t.casefold() for t in self._chg_texts]
-        return {e.key for e in entries if self._could_change(e, removed, vectors, texts)}
+        return {
+            e.key
+            for e in entries
+            if self._could_change(e, removed, vectors, texts)
+            or (names and _says_any(e.text, names))
+        }
 
     def _could_change(
         self, e: EntryView, removed: np.ndarray, vectors: np.ndarray | None, texts: list[str]
@@ -1217,7 +1230,7 @@ class Pensive:
                 # each cycle seeds from what the last one recalled
                 graph_list, grown = self._activate(text, fused, depth, allowed, seeds, ctx)
                 lists["graph"] = graph_list
-                fused = fuse(cfg.method, lists, weights, cfg.k)
+                fused = fuse(cfg.method, lists, weights, cfg.k, _FROM_ZERO)
                 if len(grown) == len(seeds):
                     break  # nothing new recalled: another cycle would change nothing
                 seeds = grown
@@ -1512,25 +1525,34 @@ class Pensive:
                 row = index[f.id]
                 grown[row] = max(grown.get(row, 0.0), max(0.0, f.score / fused[0].score))
         focus: dict[int, float] = {}
+        direct: list[int] = []
         if fused and fused[0].score > 0 and g.focus > 0:
-            read = [f for f in fused if f.id in index][: max(g.seed_hits, g.focus_hits)]
-            focus = {
-                row: g.focus * w
-                for row, w in self._focus_seeds(text, read, index, fused[0].score).items()
-                if row not in grown
-            }
+            said = self._names_said(text, index, view)
+            read = [
+                (f.id, f.score / fused[0].score)
+                for f in [f for f in fused if f.id in index][: max(g.seed_hits, g.focus_hits)]
+            ]
+            # a rare name the question says: the few passages naming it are read too, and
+            # listed, whatever L2 made of them (a short fact in a long passage ranks low)
+            naming = view.edges["mentioned_in"]
+            for n in said:
+                rows = naming.indices[naming.indptr[n] : naming.indptr[n + 1]]
+                if len(rows) <= g.bridge_max:
+                    direct += [int(r) for r in rows if r < view.n_chunks and r not in grown]
+            read += [(view.nodes[r], 1.0) for r in direct]
+            names, sources = self._focus_seeds(text, read, index, said)
+            focus = {row: g.focus * w for row, w in names.items() if row not in grown}
         if not grown and not focus:
             return [], grown
         # a seed passage L2 already found scores only by what other seeds spread to it
         act = spread(view, grown, act_cfg, matrix, include_seeds=False)
         if focus:
-            # one hop from each focused name to the passages about it or (a rare name) naming
-            # it, combined with the rest as repeated arrivals are
-            hop_cfg, hop_matrix = self._focus_state(view, act_cfg)
-            reached = spread(view, focus, hop_cfg, hop_matrix, include_seeds=False)
-            reached[[r for r in grown if r < view.n_chunks]] = 0.0  # passages L2 gave
+            seeds_l2 = {r for r in grown if r < view.n_chunks}
+            reached = self._focused_hop(view, focus, sources, seeds_l2)
             act = 1.0 - (1.0 - act) * (1.0 - reached)
             grown.update(focus)
+        if direct:
+            act[direct] = np.maximum(act[direct], g.focus * act_cfg.decay)
         if context is not None:
             # where the context's activation meets the question's, raise it (never lower it)
             act = act * (1.0 + g.context_gain * context)
@@ -1539,59 +1561,78 @@ class Pensive:
             ranked = [(c, s) for c, s in ranked if c in allowed][:depth]
         return ranked, grown
 
-    def _focus_state(self, view: GraphView, cfg: ActivationConfig) -> tuple[ActivationConfig, Any]:
-        """Settings and transition matrix of the focused hop (made once per loaded graph):
-        from a name to the passages about it or, when no document is about it and at most
-        ``bridge_max`` passages name it, to those."""
-        if self._focus_matrix is None or self._focus_matrix[0] is not view:
-            g = self.config.graph
-            hop = replace(
-                cfg,
-                hops=1,
-                edge_weights={"about": g.edges.get("about", 1.0)},
-                bridge=g.bridge,
-                bridge_max=g.bridge_max,
-                bridge_orphans=True,
-            )
-            self._focus_matrix = (view, hop, transition(view, hop))
-        return self._focus_matrix[1], self._focus_matrix[2]
+    def _focused_hop(
+        self,
+        view: GraphView,
+        focus: Mapping[int, float],
+        sources: Mapping[int, set[int]],
+        seeds: set[int],
+    ) -> np.ndarray:
+        """One hop from each focused name to the *other* passages it leads to (not the ones it
+        was read in, ``sources``, nor L2's ``seeds``): those about it or, when no document is
+        about it and at most ``bridge_max`` passages name it, those naming it (at ``bridge``).
+        Each gets ``decay x`` the name's weight, shared among them; arrivals combine as
+        ``1 - prod(1 - a)``."""
+        g = self.config.graph
+        about, naming = view.edges["about"], view.edges["mentioned_in"]
+        miss = np.ones(len(view.nodes), dtype=np.float64)
+        for n, w in focus.items():
+            to = about.indices[about.indptr[n] : about.indptr[n + 1]]
+            share = 1.0
+            if not len(to) and g.bridge > 0:
+                named = naming.indices[naming.indptr[n] : naming.indptr[n + 1]]
+                if 2 <= len(named) <= g.bridge_max:
+                    to, share = named, g.bridge
+            skip = seeds | sources.get(n, set())
+            to = [int(t) for t in to if t < view.n_chunks and int(t) not in skip]
+            if to:
+                a = min(1.0, g.decay * w * share / len(to))
+                miss[to] *= 1.0 - a
+        return 1.0 - miss
 
-    def _focus_seeds(
-        self, text: str, seeds: Sequence[Fused], index: Mapping[str, int], top: float
-    ) -> dict[int, float]:
-        """The names a reader would look up next: in each seed passage, the sentences that
-        name something the question names and, of those, share the most words with it; the
-        other names there (not dates or quantities, which passages share by coincidence) as
-        entity nodes, each at its passage's score relative to ``top``. "The leader of the
-        Quorbel project" -> "Quorbel is led by Hana Kraind" -> Hana Kraind."""
-        view = self._graph_state()[0]
-        # what the question names as a name: capitals or digits past its first word ("the
-        # Quorbel project", "ticket 4471"), not a common word the graph also knows
+    def _names_said(self, text: str, index: Mapping[str, int], view: GraphView) -> dict[int, float]:
+        """Entity nodes the question names as names: written with capitals or digits past its
+        first word ("the Quorbel project", "ticket 4471"), not common words the graph knows."""
         marked = {
             w.casefold()
             for w in _WORDS_ONLY.split(text)[1:]
             if w.lower() != w or any(c.isdigit() for c in w)
         }
-        said = {
+        return {
             n: w
             for n, w in self._question_seeds(text, index, 1.0).items()
             if marked & set(_WORDS_ONLY.split(view.nodes[n][2:]))
         }
+
+    def _focus_seeds(
+        self,
+        text: str,
+        seeds: Sequence[tuple[str, float]],
+        index: Mapping[str, int],
+        said: Mapping[int, float],
+    ) -> tuple[dict[int, float], dict[int, set[int]]]:
+        """The names a reader would look up next: in each ``(passage id, weight)`` of
+        ``seeds``, the sentences that name something the question names (``said``) and, of
+        those, share the most words with it; the other names there, written as names, as
+        entity nodes at the passage's weight (the best over passages), with the passages each
+        was read in. "The leader of the Quorbel project" -> "Quorbel is led by Hana Kraind"
+        -> Hana Kraind."""
+        view = self._graph_state()[0]
         asked = set(self._words.tokenize(text))
         if not said or not asked:
-            return {}
+            return {}, {}
         said_keys = [f" {_WORDS_ONLY.sub(' ', view.nodes[n][2:]).strip()} " for n in said]
-        rows = self._archive.chunks([f.id for f in seeds])
+        rows = self._archive.chunks([cid for cid, _ in seeds])
         out: dict[int, float] = {}
-        for f in seeds:
-            row = rows.get(f.id)
+        read_in: dict[int, set[int]] = {}
+        for cid, weight in seeds:
+            row = rows.get(cid)
             if row is None:
                 continue
             found: list[tuple[int, list[int]]] = []
             for a, b, _ in split_sentences(row.text):
                 sentence = row.text[a:b]
-                folded = f" {_WORDS_ONLY.sub(' ', normalize_entity(sentence))} "
-                if not any(k in folded for k in said_keys):
+                if not _says_any(sentence, said_keys):
                     continue  # cannot name what the question names (extracting costs more)
                 mentions = [(index.get("e:" + m.key), m) for m in self._extractor.extract(sentence)]
                 if any(n in said for n, _ in mentions):
@@ -1606,8 +1647,9 @@ class Pensive:
             for n_words, nodes in found:
                 if n_words == best:
                     for node in nodes:
-                        out[node] = max(out.get(node, 0.0), max(0.0, f.score / top))
-        return out
+                        out[node] = max(out.get(node, 0.0), max(0.0, weight))
+                        read_in.setdefault(node, set()).add(index[cid])
+        return out, read_in
 
     def _naming(self, view: GraphView) -> tuple[Any, Any]:
         """Entity -> the passages naming it or about it, as CSR (rows: an entity's passages)

@@ -9,7 +9,7 @@ never mutated; weights given are weights used; ties keep the order in which ids 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 __all__ = ["Fused", "rrf", "weighted", "zscore", "fuse", "FUSERS"]
@@ -84,21 +84,26 @@ def rrf(
 
 
 def weighted(
-    lists: Mapping[str, Ranked], weights: Mapping[str, float] | None = None
+    lists: Mapping[str, Ranked],
+    weights: Mapping[str, float] | None = None,
+    from_zero: Collection[str] = (),
 ) -> list[Fused]:
     """Weighted sum of min-max normalised scores; a missing id scores 0 for that retriever.
 
     Args:
         lists: Ranked ``(id, score)`` lists per retriever, best first.
         weights: Per-retriever weight (default 1.0 each).
+        from_zero: Retrievers whose scores are on a ratio scale where 0 means "not found"
+            (spreading activation): normalised by their maximum alone, so a list's last
+            entry keeps what it scored instead of dropping to 0.
 
     Returns:
         Fused results, best first.
     """
 
-    def contribution(_name: str, items: list[tuple[str, float]]) -> Callable[[int, float], float]:
+    def contribution(name: str, items: list[tuple[str, float]]) -> Callable[[int, float], float]:
         scores = [s for _, s in items]
-        lo, hi = min(scores), max(scores)
+        lo, hi = (0.0 if name in from_zero else min(scores)), max(scores)
         span = hi - lo
         return lambda _r, s: (s - lo) / span if span > 0 else 1.0
 
@@ -144,8 +149,12 @@ def fuse(
     lists: Mapping[str, Ranked],
     weights: Mapping[str, float] | None = None,
     k: int = 60,
+    from_zero: Collection[str] = (),
 ) -> list[Fused]:
-    """Dispatch to the fusion function ``method`` names (``rrf``, ``weighted``, ``zscore``)."""
+    """Dispatch to the fusion function ``method`` names (``rrf``, ``weighted``, ``zscore``);
+    ``from_zero`` is passed to :func:`weighted`."""
     if method == "rrf":
         return rrf(lists, weights, k)
+    if method == "weighted":
+        return weighted(lists, weights, from_zero)
     return FUSERS[method](lists, weights)

@@ -56,13 +56,6 @@ class ActivationConfig:
     type_weights: Mapping[str, float] = field(
         default_factory=lambda: {"chunk": 1.0, "entity": 0.3, "type": 0.0}
     )
-    #: ``mentioned_in`` edges of *rare* entities (named in at most ``bridge_max`` passages) at
-    #: this weight, on top of ``edge_weights["mentioned_in"]``: a name only a few passages
-    #: share is a bridge between them, where a common one is noise (0: off)
-    bridge: float = 0.0
-    bridge_max: int = 3
-    #: bridges only from names no document is about (a name with a document leads there)
-    bridge_orphans: bool = False
 
 
 def transition(
@@ -77,28 +70,12 @@ def transition(
         w = cfg.edge_weights.get(name, 0.0)
         if w:
             a = a + view.edges[name] * np.float32(w)
-    if cfg.bridge > 0:
-        a = a + _bridges(view, cfg.bridge_max, cfg.bridge_orphans) * np.float32(cfg.bridge)
     if extra is not None:
         a = a + sparse.csr_matrix(extra, dtype=np.float32)
     a = sparse.csr_matrix(a)
     out = np.asarray(a.sum(axis=1)).ravel()
     inv = np.divide(1.0, out, out=np.zeros_like(out), where=out > 0)
     return sparse.csr_matrix(sparse.diags(inv.astype(np.float32)) @ a)
-
-
-def _bridges(view: GraphView, most: int, orphans: bool = False) -> sparse.csr_matrix:
-    """The ``mentioned_in`` edges of entities named in 2..``most`` passages (weight 1 each);
-    ``orphans``: only of those no document is about."""
-    m = sparse.csr_matrix(view.edges["mentioned_in"], dtype=np.float32)
-    named_in = np.diff(m.indptr)  # passages per entity row (0 for passages and types)
-    keep = (named_in >= 2) & (named_in <= most)
-    if orphans:
-        keep &= np.diff(sparse.csr_matrix(view.edges["about"]).indptr) == 0
-    out = sparse.csr_matrix(sparse.diags(keep.astype(np.float32)) @ m)
-    out.data[:] = 1.0
-    out.eliminate_zeros()
-    return out
 
 
 def spread(
