@@ -268,13 +268,12 @@ class GraphConfig(_Section):
     way a reader follows a link. Spreading also to every passage that merely names an entity
     (``mentioned_in``) found no more two-hop pairs in the top 5 on HotpotQA and cost SciFact
     0.024 nDCG@10. The focused hop (``focus``) follows only the names beside what the question
-    names, in the sentence that names it; at 0.01 of a passage's score it changed HotpotQA's
-    tune half by one question in fifty (all@5) and found the second fact of two-hop needles
-    that no document is about (``benchmarks/niah``, tuned on needles of another seed); at 1.0
-    it outweighed the passages the ``about`` edges find (HotpotQA tune all@5 0.78 -> 0.68).
-    It follows only what is written as a name, shared by two passages: bridges of names up to
-    3 passages share, or of codes and acronyms too, cost SciFact twice as much (the default:
-    0.0020 nDCG@10 against the graph off).
+    names, in the sentence that names it, to the other passages they lead to; at 0.01 of a
+    passage's score it costs HotpotQA and SciFact little and finds the second fact of two-hop
+    needles that no document is about (``benchmarks/niah``, tuned on needles of another seed);
+    at 1.0 it outweighed the passages the ``about`` edges find (HotpotQA tune all@5 0.78 ->
+    0.68). It follows only what is written as a name, shared by two passages: bridges of names
+    up to 3 passages share, or of codes and acronyms too, cost SciFact about twice as much.
     """
 
     enabled: bool = True

@@ -51,9 +51,9 @@ def test_the_haystack_is_100k_tokens_of_unique_text_with_every_needle_planted(ni
 
 def test_needles_are_found_at_every_depth(niah_100k):
     result = niah_100k[2]
-    # measured 0.955 / 0.700, worst depth 0.7 (benchmarks/results/niah.md)
-    assert result["overall"]["recall@5"] >= 0.92, result["overall"]
-    assert result["overall"]["recall@1"] >= 0.65, result["overall"]
+    # measured 0.973 / 0.718, worst depth 0.8 (benchmarks/results/niah.md)
+    assert result["overall"]["recall@5"] >= 0.94, result["overall"]
+    assert result["overall"]["recall@1"] >= 0.67, result["overall"]
     worst = min(v["recall@5"] for v in result["by_depth"].values())
     assert worst >= 0.7, result["by_depth"]
 
@@ -64,6 +64,6 @@ def test_each_kind_of_needle_is_found(niah_100k):
     for kind in ("event", "identifier", "correction"):
         assert kinds[kind]["recall@5"] >= 0.95, (kind, kinds[kind])
     assert kinds["drift"]["recall@5"] >= 0.86, kinds  # measured 0.909
-    # two-hop pairs: both facts at 5 (the focused hop finds the second), measured 0.864
-    assert kinds["multihop"]["recall@5"] >= 0.77, kinds
-    assert kinds["multihop"]["recall@1"] >= 0.75, kinds  # the first hop on top: 0.818
+    # two-hop pairs: both facts at 5 (the focused hop finds the second), measured 0.955
+    assert kinds["multihop"]["recall@5"] >= 0.86, kinds
+    assert kinds["multihop"]["recall@1"] >= 0.8, kinds  # a fact of the pair on top: 0.909

@@ -71,3 +71,13 @@ def test_fuse_dispatch_and_empty_lists():
     assert fuse("rrf", {"dense": [], "bm25": []}) == []
     assert [f.id for f in fuse("zscore", {"dense": [("a", 1.0)], "bm25": []})] == ["a"]
     assert [f.id for f in fuse("weighted", LISTS)] == [f.id for f in weighted(LISTS)]
+
+
+def test_a_list_scaled_from_zero_keeps_its_last_entry():
+    # activation is a ratio scale (0: not reached): min-max would give "b" nothing at all
+    lists = {"dense": [("x", 0.9), ("y", 0.5)], "graph": [("a", 0.004), ("b", 0.002)]}
+    minmax = {f.id: f.score for f in weighted(lists)}
+    scaled = {f.id: f.score for f in weighted(lists, from_zero=("graph",))}
+    assert minmax["b"] == 0.0 and scaled["b"] == pytest.approx(0.5)
+    assert scaled["a"] == minmax["a"] == 1.0 and scaled["x"] == minmax["x"]
+    assert {f.id: f.score for f in fuse("weighted", lists, None, 60, ("graph",))} == scaled
