@@ -287,11 +287,11 @@ class GraphConfig(_Section):
     cycles: int = Field(1, ge=1, le=5)  # recall cycles: each seeds from the last one's top
     context_gain: float = Field(1.0, ge=0.0)  # activation x (1 + gain * context's activation)
     entity_weight: float = Field(0.3, ge=0.0)  # entity nodes relative to passages (1.0)
-    # the names in a seed passage's sentence that names what the question names and shares
-    # the most words with it seed a hop at this share of the passage's score: "the leader of
-    # the Quorbel project" -> "Quorbel is led by Hana Kraind" -> the passages about her and,
-    # where at most ``bridge_max`` passages name her (a rare name is a bridge; a common one
-    # leads everywhere), the passages naming her at weight ``bridge`` (0: off)
+    # the focused hop, at this share of a passage's score (0: off): in L2's top ``focus_hits``
+    # passages and those naming a rare name the question says, the names beside it in the
+    # sentence that says it ("the leader of the Quorbel project" -> "Quorbel is led by Hana
+    # Kraind") lead to the other passages about them or, where at most ``bridge_max`` passages
+    # name one and no document is about it, to the other passages naming it (at ``bridge``)
     focus: float = Field(0.01, ge=0.0, le=1.0)
     focus_hits: int = Field(3, ge=0, le=100)  # L2's top passages read for the focused hop
     bridge: float = Field(1.0, ge=0.0)

@@ -103,8 +103,8 @@ def _looks_like_a_name(m: Any) -> bool:
     unrelated passages share by coincidence."""
     if m.kind not in ("name", "title"):
         return False
-    words = [w for w in m.text.split() if w[:1].isalpha()]
-    return bool(words) and all(w[:1].isupper() and any(c.islower() for c in w) for w in words[:1])
+    first = next((w for w in m.text.split() if w[:1].isalpha()), "")
+    return first[:1].isupper() and any(c.islower() for c in first)
 
 
 _L3_PASSAGES = 2  # archive passages an exact-string escalation adds to L2's answer
