@@ -127,13 +127,16 @@ class EmbedderConfig(_Section):
     """Which embedder: ``minilm`` (bundled), ``hash`` (model-free) or a sentence-transformers path."""
 
     name: str = "minilm"
-    batch_size: int = Field(64, ge=1, le=4096)
+    # passages per forward pass at ingest: 16 embedded 37.3 passages/s against 32.3-32.6 for
+    # 32 and 64 (benchmarks/embed_speed, 2 threads, quiet machine)
+    batch_size: int = Field(16, ge=1, le=4096)
     # torch threads for one query: 1 measured 30 ms idle and stays flat under load, where the
     # default (all cores) went 10x slower; batches at ingest use all cores (13.7 vs 8.3 passages/s).
     threads: int = Field(1, ge=0, le=256)
     batch_threads: int = Field(0, ge=0, le=256)  # 0: every core
     # worker processes embedding ingest batches (each with batch_threads // workers threads);
-    # 0: in this process. Queries and token counts always stay in this process.
+    # 0: in this process (two workers measured 33.1 passages/s, no faster than one process on
+    # 2 cores). Queries and token counts always stay in this process.
     workers: int = Field(0, ge=0, le=64)
     dim: int = Field(384, ge=8, le=8192)  # the hash embedder's dimension; models report their own
     # query vectors remembered for repeated questions (least recently used out); 0: off

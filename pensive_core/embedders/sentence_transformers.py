@@ -80,7 +80,7 @@ class SentenceTransformerEmbedder:
         self,
         path: str | os.PathLike[str],
         name: str,
-        batch_size: int = 64,
+        batch_size: int = 16,
         threads: int = 1,
         batch_threads: int = 0,
         workers: int = 0,
