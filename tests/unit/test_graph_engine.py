@@ -2,6 +2,8 @@
 
 from dataclasses import replace
 
+import pytest
+
 from pensive_core import Document, Pensive
 from pensive_core.engine import _says_any
 from pensive_core.graph import SCHEMA_VERSION
@@ -204,9 +206,17 @@ def test_the_sentence_answering_the_first_hop_names_the_bridge(tmp_path):
     assert focused_graph[lab] > 10 * plain_graph.get(lab, 0.0)
 
 
-def test_the_cache_stays_exact_with_the_focused_hop(tmp_path):
-    # the focused hop reaches passages naming a rare name a candidate names: a commit drops a
-    # cached answer when a passage naming such a name comes, and keeps it otherwise
+@pytest.mark.parametrize(
+    "news",
+    [
+        "Hana Kraind moved her bees to Oslo.",  # names the rare name a candidate names
+        "Funding for Quorbel ends in May.",  # names the rare name the question says
+    ],
+)
+def test_the_cache_stays_exact_with_the_focused_hop(tmp_path, news):
+    # the focused hop reaches passages naming a rare name a candidate names, and lists those
+    # naming a rare name the question says: a commit drops a cached answer when a passage
+    # naming such a name comes, and keeps it when an unrelated one does
     cfg = {
         **HASH_CONFIG,
         "router": {"l1_refresh": 0, "l3_below": 0.0},
@@ -222,26 +232,9 @@ def test_the_cache_stays_exact_with_the_focused_hop(tmp_path):
         p.ingest([Document(id="tea", text="Zed Quux likes tea.")])
         again = p.query(BRIDGE_Q, k=3)
         assert again.tier == "L1" and again.hits == first.hits
-        p.ingest([Document(id="lab2", text="Hana Kraind moved her bees to Oslo.")])
-        assert p.query(BRIDGE_Q, k=3).tier == "L2"  # the lead passage names her: dropped
-
-
-def test_a_new_passage_naming_a_rare_name_the_question_says_drops_its_answer(tmp_path):
-    # the passages naming a rare name the question says are listed by the focused hop, so a
-    # new one reaches the cached answer; an unrelated one does not
-    cfg = {
-        **HASH_CONFIG,
-        "router": {"l1_refresh": 0, "l3_below": 0.0},
-        "fusion": {"depth": 5},
-        "graph": {"focus": 1.0, "seed_hits": 1},
-    }
-    filler = [Document(id=f"f{i}", text=f"Person{i} keeps bees in Town{i}.") for i in range(300)]
-    with Pensive(tmp_path, config=cfg) as p:
-        p.ingest(BRIDGE_DOCS + filler)
-        first = p.query(BRIDGE_Q, k=3)
-        assert p.query(BRIDGE_Q, k=3).tier == "L1"
-        p.ingest([Document(id="tea", text="Zed Quux likes tea.")])
-        assert p.query(BRIDGE_Q, k=3).hits == first.hits
-        p.ingest([Document(id="q2", text="Funding for Quorbel ends in May.")])
+        p.ingest([Document(id="news", text=news)])
         assert p.query(BRIDGE_Q, k=3).tier == "L2"
+
+
+def test_a_question_says_a_name_word_for_word():
     assert _says_any(BRIDGE_Q, [" quorbel "]) and not _says_any(BRIDGE_Q, [" quor "])
