@@ -91,8 +91,13 @@ _FROM_ZERO = ("graph",)  # activation: 0 is "not reached", so the graph's list i
 _WORDS_ONLY = re.compile(r"[^\w]+")  # whole words match whole words
 
 
+def _padded(key: str) -> str:
+    """An entity key as whole words between spaces, for :func:`_says_any`."""
+    return f" {_WORDS_ONLY.sub(' ', key).strip()} "
+
+
 def _says_any(text: str, names: Sequence[str]) -> bool:
-    """Whether ``text`` says one of ``names`` (normal forms padded with spaces), word for word."""
+    """Whether ``text`` says one of ``names`` (:func:`_padded` keys), word for word."""
     folded = f" {_WORDS_ONLY.sub(' ', normalize_entity(text))} "
     return any(n in folded for n in names)
 
@@ -839,7 +844,7 @@ class Pensive:
             # naming it (one more passage: it may have just become rare)
             rare = self._graph.rare(self._graph.touched_names, g.bridge_max + 1)
             removed_ids += self._graph.mentioning(rare)
-            names = [f" {_WORDS_ONLY.sub(' ', k).strip()} " for k in rare]
+            names = [_padded(k) for k in rare]
         removed = chunk_hashes(removed_ids)
         vectors = np.concatenate(self._chg_vectors) if self._chg_vectors else None
         texts = [t.casefold() for t in self._chg_texts]
@@ -1540,7 +1545,7 @@ class Pensive:
                 if len(rows) <= g.bridge_max:
                     direct += [int(r) for r in rows if r < view.n_chunks and r not in grown]
             read += [(view.nodes[r], 1.0) for r in direct]
-            names, sources = self._focus_seeds(text, read, index, said)
+            names, sources = self._focus_seeds(text, read, index, view, said)
             focus = {row: g.focus * w for row, w in names.items() if row not in grown}
         if not grown and not focus:
             return [], grown
@@ -1590,7 +1595,7 @@ class Pensive:
                 miss[to] *= 1.0 - a
         return 1.0 - miss
 
-    def _names_said(self, text: str, index: Mapping[str, int], view: GraphView) -> dict[int, float]:
+    def _names_said(self, text: str, index: Mapping[str, int], view: GraphView) -> set[int]:
         """Entity nodes the question names as names: written with capitals or digits past its
         first word ("the Quorbel project", "ticket 4471"), not common words the graph knows."""
         marked = {
@@ -1599,8 +1604,8 @@ class Pensive:
             if w.lower() != w or any(c.isdigit() for c in w)
         }
         return {
-            n: w
-            for n, w in self._question_seeds(text, index, 1.0).items()
+            n
+            for n in self._question_seeds(text, index, 1.0)
             if marked & set(_WORDS_ONLY.split(view.nodes[n][2:]))
         }
 
@@ -1609,7 +1614,8 @@ class Pensive:
         text: str,
         seeds: Sequence[tuple[str, float]],
         index: Mapping[str, int],
-        said: Mapping[int, float],
+        view: GraphView,
+        said: set[int],
     ) -> tuple[dict[int, float], dict[int, set[int]]]:
         """The names a reader would look up next: in each ``(passage id, weight)`` of
         ``seeds``, the sentences that name something the question names (``said``) and, of
@@ -1617,11 +1623,10 @@ class Pensive:
         entity nodes at the passage's weight (the best over passages), with the passages each
         was read in. "The leader of the Quorbel project" -> "Quorbel is led by Hana Kraind"
         -> Hana Kraind."""
-        view = self._graph_state()[0]
         asked = set(self._words.tokenize(text))
         if not said or not asked:
             return {}, {}
-        said_keys = [f" {_WORDS_ONLY.sub(' ', view.nodes[n][2:]).strip()} " for n in said]
+        said_keys = [_padded(view.nodes[n][2:]) for n in said]
         rows = self._archive.chunks([cid for cid, _ in seeds])
         out: dict[int, float] = {}
         read_in: dict[int, set[int]] = {}
