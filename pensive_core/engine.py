@@ -140,6 +140,9 @@ class Pensive:
             contexts are cached in the store, so ingesting again costs no calls.
         context_generator: Your own :class:`~pensive_core.context.ContextGenerator`; it takes
             the place of the ``auto`` and ``llm`` generators.
+        embedder: An :class:`~pensive_core.embedders.Embedder` already loaded, used instead of
+            the one ``[embedder]`` names (several stores in one process can share one model).
+            It must make vectors of the dimension the store holds.
 
     Raises:
         ConfigError: On an unknown key or a value that contradicts how the store was built.
@@ -163,6 +166,7 @@ class Pensive:
         read_only: bool = False,
         llm: Any = None,
         context_generator: ContextGenerator | None = None,
+        embedder: Embedder | None = None,
     ) -> None:
         self.path = Path(path).expanduser()
         self.read_only = bool(read_only)
@@ -259,6 +263,13 @@ class Pensive:
                     # written before changes made with the cache off: nothing in it can be trusted
                     self._l1.invalidate_all(self._commit_no)
             self._contexts = self._open_contexts(llm, context_generator)
+            if embedder is not None:
+                if not isinstance(embedder, Embedder):
+                    raise InputError(
+                        f"embedder must implement pensive_core.embedders.Embedder, got "
+                        f"{type(embedder).__name__}"
+                    )
+                self._share_embedder(embedder)
             self._closed = False
             if not self.read_only:
                 self._recover()
@@ -365,6 +376,23 @@ class Pensive:
             if not self.read_only:
                 self._archive.set_meta("backend", name)
         return self._backend
+
+    @property
+    def embedder(self) -> Embedder:
+        """The store's embedder, loaded on first use (or the one given to the constructor)."""
+        self._check_open()
+        return self._get_embedder()
+
+    @property
+    def llm(self) -> Any:
+        """The LLM given to the constructor (None when there is none)."""
+        return self._llm
+
+    @property
+    def commit_number(self) -> int:
+        """The store's commit number: it moves with every commit of any writer process (a
+        reader sees the writer's at its next query)."""
+        return self._commit_no
 
     def _check_open(self) -> None:
         if self._closed:
@@ -2202,8 +2230,12 @@ class Pensive:
             )
         return self._session_registry
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self, *, disk: bool = True) -> dict[str, Any]:
         """Counts, sizes and routing figures.
+
+        Args:
+            disk: Measure the store's size on disk (a walk of its folder); False leaves
+                ``disk_bytes`` None, for a caller that asks often (a dashboard).
 
         Returns:
             Documents, passages, vectors, BM25 terms and segments, bytes on disk; ``queries``:
@@ -2215,7 +2247,9 @@ class Pensive:
         """
         self._check_open()
         docs, chunks = self._archive.counts()
-        size = sum(p.stat().st_size for p in self.path.rglob("*") if p.is_file())
+        size = (
+            sum(p.stat().st_size for p in self.path.rglob("*") if p.is_file()) if disk else None
+        )
         return {
             "path": str(self.path),
             "read_only": self.read_only,

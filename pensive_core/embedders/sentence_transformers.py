@@ -71,6 +71,10 @@ class SentenceTransformerEmbedder:
             queries and token counts stay here. Workers start on the first batch of at least
             ``2 * batch_size`` passages (smaller ones are embedded here), are reused, and stop
             at :meth:`close`, when the embedder is garbage collected, or at interpreter exit.
+
+    Attributes:
+        batch_threads: The torch threads passage batches use; a host that shares the cores
+            with other work (the server's query threads) may lower it at any time.
     """
 
     #: A batch this many times ``batch_size`` or larger goes to the workers.
@@ -101,9 +105,9 @@ class SentenceTransformerEmbedder:
             )
         self._torch = torch
         self._threads = threads or (os.cpu_count() or 1)
-        self._batch_threads = batch_threads or (os.cpu_count() or 1)
+        self.batch_threads = batch_threads or (os.cpu_count() or 1)
         self._lock = threading.Lock()
-        with self._threads_set(self._batch_threads), _quiet_transformers():
+        with self._threads_set(self.batch_threads), _quiet_transformers():
             # sentence-transformers wants the path as str; offline by construction (local folder)
             self._model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
         self.name = name
@@ -132,7 +136,7 @@ class SentenceTransformerEmbedder:
             self._pool = WorkerPool(
                 folder,
                 self.workers,
-                max(1, self._batch_threads // self.workers),
+                max(1, self.batch_threads // self.workers),
                 batch_size,
                 self.dim,
             )
@@ -168,7 +172,7 @@ class SentenceTransformerEmbedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         if self._pool is not None and len(texts) >= self.WORKER_MIN_BATCHES * self.batch_size:
             return self._pool.embed(list(texts))
-        return self._encode(list(texts), self._batch_threads)
+        return self._encode(list(texts), self.batch_threads)
 
     def worker_pids(self) -> list[int]:
         """Process ids of the running embedding workers (empty when none are running)."""

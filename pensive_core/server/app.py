@@ -188,12 +188,15 @@ class _Service:
             handles = []
             try:
                 for _ in range(self.settings.readers):
-                    r = Pensive(namespace_path(self.root, ns), self.raw_config, read_only=True)
+                    r = Pensive(
+                        namespace_path(self.root, ns),
+                        self.raw_config,
+                        read_only=True,
+                        embedder=self._embedder,
+                    )
                     handles.append(r)
-                    if self._embedder is None and r._backend is not None:
-                        self._embedder = r._get_embedder()
-                    elif self._embedder is not None:
-                        r._share_embedder(self._embedder)
+                    if self._embedder is None and r.stats(disk=False)["index"] is not None:
+                        self._embedder = r.embedder
             except BaseException:
                 for r in handles:
                     r.close()
@@ -794,7 +797,8 @@ def create_app(
         def work() -> dict[str, Any]:
             mon = svc.monitor(ns)
             with svc.reader(ns) as r:
-                docs, chunks = r._archive.counts()
+                counts = r.stats(disk=False)
+                docs, chunks = counts["documents"], counts["chunks"]
             q = mon.queries()
             tiers = q.pop("tiers")
             jobs = [j.view() for j in mon.jobs()]

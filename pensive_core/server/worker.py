@@ -240,10 +240,10 @@ def _child_main(conn: Any) -> None:
         with stores_lock:
             p = stores.get(ns)
             if p is None:
-                p = Pensive(namespace_path(root, ns), config=config)
                 first = next(iter(stores.values()), None)
-                if first is not None and first._embedder is not None:
-                    p._share_embedder(first._embedder)
+                # the first store (the default namespace) loaded the model at start: share it
+                shared = None if first is None else first.embedder
+                p = Pensive(namespace_path(root, ns), config=config, embedder=shared)
                 stores[ns] = p
             return p
 
@@ -269,12 +269,12 @@ def _child_main(conn: Any) -> None:
 
     try:
         p = store("default")  # a config that contradicts the store fails here, at start
-        embedder = p._get_embedder()  # the model loads now: ready means ready to ingest fast
+        embedder = p.embedder  # the model loads now: ready means ready to ingest fast
         embedder = getattr(embedder, "inner", embedder)  # the model behind the query cache
-        if p.config.embedder.batch_threads == 0 and hasattr(embedder, "_batch_threads"):
+        if p.config.embedder.batch_threads == 0 and hasattr(embedder, "batch_threads"):
             # beside the server's query threads, one torch thread per batch measured 0.8-0.95 s
             # per small ingest against 1.7-2.1 s with every core (threads spin against queries)
-            embedder._batch_threads = 1
+            embedder.batch_threads = 1
     except Exception as exc:  # noqa: BLE001
         send({"ready": False, "type": type(exc).__name__, "message": str(exc)})
         return
@@ -313,7 +313,7 @@ def _handle(
     op, ns = msg["op"], msg["ns"]
     p = store(ns)
     if op == "open":
-        return {"commit": p._commit_no}
+        return {"commit": p.commit_number}
     if op == "ingest":
         docs = [
             Document(d["id"], d["text"], d.get("metadata") or {}, d.get("timestamp"))
