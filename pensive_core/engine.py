@@ -2247,9 +2247,7 @@ class Pensive:
         """
         self._check_open()
         docs, chunks = self._archive.counts()
-        size = (
-            sum(p.stat().st_size for p in self.path.rglob("*") if p.is_file()) if disk else None
-        )
+        size = sum(p.stat().st_size for p in self.path.rglob("*") if p.is_file()) if disk else None
         return {
             "path": str(self.path),
             "read_only": self.read_only,
