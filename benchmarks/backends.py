@@ -333,7 +333,7 @@ def load_scifact_vectors(
         p, ingest = build_store(work / "pensive", docs)
         source = {"store": str(work / "pensive"), "built_seconds": ingest["seconds"]}
     ids, _texts, vecs = export_chunks(p)
-    db = p._archive.db
+    db = p.components.archive.db
     doc_of = dict(db.execute("SELECT id, doc_id FROM chunks").fetchall())
     doc_meta = {
         did: json.loads(meta) for did, meta in db.execute("SELECT id, metadata FROM documents")
@@ -342,7 +342,7 @@ def load_scifact_vectors(
         backend_metadata({**doc_meta[doc_of[c]], "shard": shard_of(doc_of[c])}, doc_of[c])
         for c in ids
     ]
-    source["embedder"] = getattr(p._get_embedder(), "name", "?")
+    source["embedder"] = getattr(p.embedder, "name", "?")
     return p, ids, np.ascontiguousarray(vecs, dtype=np.float32), metas, doc_of, source
 
 
@@ -355,7 +355,7 @@ def scifact_part(args: Any, work: Path) -> dict[str, Any]:
 
     _, queries, qrels = load(args.data)
     p, ids, vecs, metas, doc_of, source = load_scifact_vectors(args, work)
-    emb = p._get_embedder()
+    emb = p.embedder
     qids = sorted(queries, key=lambda q: (len(q), q))
     t = time.perf_counter()
     qvecs = np.stack([emb.embed_query(queries[q]) for q in qids]).astype(np.float32)
@@ -545,13 +545,12 @@ def scale_part(n: int, args: Any) -> dict[str, Any]:
         rss_growth = rss_bytes() - rss0
         mem = b.memory_bytes()
         results[name], ms = time_queries(b, queries, K)
-        sp = b._spaces[""]
         extra: dict[str, Any] = {}
         if b.kind == "hnsw":
             extra = {"M": cfg.hnsw_m, "ef_construction": cfg.ef_construction}
             extra["ef_search"] = cfg.ef_search
         elif b.kind == "ivfpq":
-            inner = sp.index
+            inner = b.raw_index()
             extra = {
                 "nlist": int(inner.nlist),
                 "nprobe": int(inner.nprobe),
@@ -573,7 +572,7 @@ def scale_part(n: int, args: Any) -> dict[str, Any]:
             f"{rows[name]['latency_ms']['p50']:.3f} ms",
             flush=True,
         )
-        del b, sp
+        del b
         gc.collect()
     for name in rows:
         rows[name]["recall_at_10_vs_exact"] = _r(

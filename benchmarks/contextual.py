@@ -190,7 +190,7 @@ def locomo_set(data: Path) -> tuple[list[Document], list[dict[str, Any]], Callab
 
     def units(p: Pensive, hits: Sequence[Any], k: int) -> set[str]:
         out: set[str] = set()
-        rows = p._archive.db.execute  # passage offsets in their session document
+        rows = p.components.archive.db.execute  # passage offsets in their session document
         for h in hits[:k]:
             row = rows('SELECT start, "end" FROM chunks WHERE id=?', (h.chunk_id,)).fetchone()
             if row is None:
@@ -220,7 +220,7 @@ def build(
     t = time.perf_counter()
     report = p.ingest(docs)
     took = time.perf_counter() - t
-    n = p._archive.counts()[1]
+    n = p.components.archive.counts()[1]
     return p, {
         "documents": len(docs),
         "passages": n,
@@ -301,8 +301,8 @@ def run_set(
         store = root / name / variant
         p, info = build(store, docs, context, llm)
         if variant == "heuristic":
-            out["heuristic_cost"] = context_cost(docs[:2000], p._get_embedder().count_tokens)
-            sample = p._archive.db.execute(
+            out["heuristic_cost"] = context_cost(docs[:2000], p.embedder.count_tokens)
+            sample = p.components.archive.db.execute(
                 "SELECT context, text FROM chunks WHERE context != '' ORDER BY id LIMIT 3"
             ).fetchall()
             out["examples"] = [{"context": c, "passage": t[:200]} for c, t in sample]
@@ -325,9 +325,11 @@ def run_scifact_ndcg(data: Path, root: Path, compare: Path | None) -> dict[str, 
     stores: dict[str, Path | None] = {}
     if compare is not None and (compare / "pensive.sqlite").is_file():
         with Pensive(compare, config=sections()) as p:
-            saved = p._archive.get_meta("config") or {}
+            saved = p.components.archive.get_meta("config") or {}
             method = saved.get("chunking", {}).get("method", "greedy")  # saved before cdc
-            has = p._archive.db.execute("SELECT 1 FROM chunks WHERE context != '' LIMIT 1")
+            has = p.components.archive.db.execute(
+                "SELECT 1 FROM chunks WHERE context != '' LIMIT 1"
+            )
             context = "with contexts" if has.fetchone() else "no context"
         stores[f"{method}, {context} (--compare-store)"] = compare
     stores.update(
@@ -346,7 +348,7 @@ def run_scifact_ndcg(data: Path, root: Path, compare: Path | None) -> dict[str, 
             for q in qrels:
                 hits = p.query(queries[q], k=100).hits
                 ranked[q] = list(dict.fromkeys(h.doc_id for h in hits))
-            passages = p._archive.counts()[1]
+            passages = p.components.archive.counts()[1]
         res: dict[str, Any] = {"passages": passages}
         for split in ("all", "tune", "heldout"):
             part = {q: r for q, r in qrels.items() if split == "all" or split_of(q) == split}
@@ -409,7 +411,9 @@ def run_pronouns(root: Path, llm: Any, n: int = 40) -> dict[str, Any]:
         shutil.rmtree(store, ignore_errors=True)
         with Pensive(store, config={**sections(), "context": context}, llm=llm) as p:
             p.ingest(docs)
-            rows = p._archive.db.execute("SELECT id, doc_id, text, context FROM chunks").fetchall()
+            rows = p.components.archive.db.execute(
+                "SELECT id, doc_id, text, context FROM chunks"
+            ).fetchall()
         keys = {d: c for c, d, t, _ in rows if any(k.split(".")[0] in t for k in KEY)}
         res: dict[str, Any] = {
             "key_passages_naming_someone": sum(
@@ -504,7 +508,7 @@ def run_edits(data: Path, root: Path, n_essays: int = 40, edits: int = 5) -> dic
     ]
     essays = essays[:n_essays]
     p = Pensive(root / "edits-tok", config=sections())
-    count = p._get_embedder().count_tokens
+    count = p.embedder.count_tokens
     p.close()
     rng = random.Random(11)
     changed: dict[str, list[int]] = {"cdc": [], "greedy": []}

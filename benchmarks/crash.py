@@ -24,9 +24,12 @@ After each check the workload is run again to completion on the same store and e
 must be present and found by a query for its unique token.
 
 Deterministic kills at named points use the ``PENSIVE_CRASH_AT`` environment variable, read only
-by the child here (``Class.method:when:nth``, when = before, after, mid (at the first file
-rename inside the call) or torn (the first file being written is cut in half)). Nothing in
-``pensive_core`` knows about it.
+by the child here: ``hook:point:when:nth`` for a point the engine announces
+(:data:`pensive_core.hooks.POINTS`: ``open``, ``recover``, ``ingest-batch``, ``commit``,
+``l1-invalidate``, ...) or ``Class.method:when:nth`` for a public method of a storage part
+(``Archive.write``, ``BM25Index.commit``, ``FaissBackend.persist``, ...); when = before, after,
+mid (at the first file rename inside the call) or torn (the first file being written is cut in
+half). The engine knows nothing of kills: it only announces its points to listeners.
 
 ``python -m benchmarks.crash --kills 200`` writes ``benchmarks/results/crash.json`` and ``.md``.
 """
@@ -41,6 +44,7 @@ import os
 import random
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -185,35 +189,52 @@ def _die() -> None:
 
 
 def _probe(cls: Any, name: str, phase: str) -> None:
-    """Report entering and leaving ``cls.name``."""
+    """Report entering and leaving ``cls.name`` (a public method of a storage part)."""
     orig = getattr(cls, name)
-    stack: list[str] = []
 
     def wrapper(*a: Any, **kw: Any) -> Any:
         _say(f"P {phase} {time.time():.4f}")
-        stack.append(phase)
         try:
             return orig(*a, **kw)
         finally:
-            stack.pop()
             _say(f"P ~{phase} {time.time():.4f}")
 
     setattr(cls, name, wrapper)
+
+
+# the engine's announced points, and the phase each is reported as
+HOOK_PHASES = {
+    "open": "open",
+    "recover": "recover",
+    "ingest-batch": "ingest",
+    "commit": "commit",
+    "l1-invalidate": "l1-invalidate",
+    "query": "query",
+    "delete": "delete",
+    "close": "close",
+}
+
+
+def _probe_hooks() -> None:
+    """Report entering and leaving every point the engine announces."""
+    from pensive_core import hooks
+
+    def listen(point: str, event: str) -> None:
+        phase = HOOK_PHASES[point]
+        _say(f"P {phase if event == 'enter' else '~' + phase} {time.time():.4f}")
+
+    hooks.add_listener(listen)
 
 
 def _targets() -> dict[str, tuple[Any, str, str]]:
     from pensive_core.archive import Archive
     from pensive_core.backends.faiss import FaissBackend
     from pensive_core.embedders.hash import HashEmbedder
-    from pensive_core.engine import Pensive
     from pensive_core.graph.store import GraphStore
     from pensive_core.sparse.bm25 import BM25Index
     from pensive_core.temporal.store import TemporalStore
 
     return {
-        "Pensive.__init__": (Pensive, "__init__", "open"),
-        "Pensive._recover": (Pensive, "_recover", "recover"),
-        "Pensive._ingest_batch": (Pensive, "_ingest_batch", "ingest"),
         "HashEmbedder.embed": (HashEmbedder, "embed", "embed"),
         "Archive.write": (Archive, "write", "archive-write"),
         "Archive.delete": (Archive, "delete", "archive-delete"),
@@ -221,30 +242,87 @@ def _targets() -> dict[str, tuple[Any, str, str]]:
         "GraphStore.remove_document": (GraphStore, "remove_document", "graph"),
         "TemporalStore.add_document": (TemporalStore, "add_document", "temporal"),
         "TemporalStore.remove_document": (TemporalStore, "remove_document", "temporal"),
-        "Pensive._commit": (Pensive, "_commit", "commit"),
         "BM25Index.commit": (BM25Index, "commit", "bm25-commit"),
         "FaissBackend.persist": (FaissBackend, "persist", "faiss-persist"),
         "Archive.mark_indexed": (Archive, "mark_indexed", "mark-indexed"),
-        "Pensive._invalidate_l1": (Pensive, "_invalidate_l1", "l1-invalidate"),
-        "Pensive.query": (Pensive, "query", "query"),
-        "Pensive.delete": (Pensive, "delete", "delete"),
-        "Pensive.close": (Pensive, "close", "close"),
     }
 
 
-def _install_kill(spec: str, targets: dict[str, tuple[Any, str, str]]) -> None:
-    """``Class.method:when:nth``: SIGKILL this process at the nth call of that method."""
+def _arm(when: str) -> None:
+    """At the chosen call: "mid" dies at the first file rename inside it, "torn" cuts the
+    first file written inside it in half and dies."""
     import numpy as np
 
+    def armed(fn_name: str, mod: Any, make: Any) -> None:
+        setattr(mod, fn_name, make(getattr(mod, fn_name)))
+
+    if when == "mid":  # the first file rename inside the call: a temp file is left
+        armed("replace", os, lambda real: lambda *x, **y: _die())
+    if when == "torn":  # the first file written inside the call is cut in half
+        import faiss
+
+        def half_save(real: Any) -> Any:
+            def save(fh: Any, arr: Any, **k: Any) -> None:
+                buf = io.BytesIO()
+                real(buf, arr, **k)
+                data = buf.getvalue()
+                if hasattr(fh, "write"):
+                    fh.write(data[: len(data) // 2])
+                    fh.flush()
+                else:
+                    Path(fh).write_bytes(data[: len(data) // 2])
+                _die()
+
+            return save
+
+        def half_fsync(real: Any) -> Any:
+            def fsync(fd: int) -> None:
+                os.ftruncate(fd, os.fstat(fd).st_size // 2)
+                _die()
+
+            return fsync
+
+        def half_index(real: Any) -> Any:
+            def write_index(index: Any, path: str) -> None:
+                data = faiss.serialize_index(index).tobytes()
+                Path(path).write_bytes(data[: len(data) // 2])
+                _die()
+
+            return write_index
+
+        armed("save", np, half_save)
+        armed("fsync", os, half_fsync)
+        armed("write_index", faiss, half_index)
+
+
+def _install_kill(spec: str, targets: dict[str, tuple[Any, str, str]]) -> None:
+    """SIGKILL this process at the nth entry of a point: ``hook:point:when:nth`` (a point the
+    engine announces) or ``Class.method:when:nth`` (a storage part's method)."""
+    calls = [0]
+    if spec.startswith("hook:"):
+        from pensive_core import hooks
+
+        _, point, when, nth = spec.split(":")
+        if point not in hooks.POINTS:
+            raise SystemExit(f"unknown hook point {point!r}; known: {', '.join(hooks.POINTS)}")
+
+        def listen(at: str, event: str) -> None:
+            if at != point:
+                return
+            if event == "enter":
+                calls[0] += 1
+                if calls[0] == int(nth):
+                    if when == "before":
+                        _die()
+                    _arm(when)
+            elif event == "exit" and calls[0] == int(nth):
+                _die()  # "after" (and "mid"/"torn" steps that wrote nothing)
+
+        hooks.add_listener(listen)
+        return
     target, when, nth = spec.split(":")
     cls, name, _ = targets[target]
     orig = getattr(cls, name)
-    calls = [0]
-
-    def armed(fn_name: str, mod: Any, make: Any) -> Any:
-        real = getattr(mod, fn_name)
-        setattr(mod, fn_name, make(real))
-        return real
 
     def wrapper(*a: Any, **kw: Any) -> Any:
         calls[0] += 1
@@ -252,43 +330,7 @@ def _install_kill(spec: str, targets: dict[str, tuple[Any, str, str]]) -> None:
             return orig(*a, **kw)
         if when == "before":
             _die()
-        if when == "mid":  # the first file rename inside the call: a temp file is left
-            armed("replace", os, lambda real: lambda *x, **y: _die())
-        if when == "torn":  # the first file written inside the call is cut in half
-            import faiss
-
-            def half_save(real: Any) -> Any:
-                def save(fh: Any, arr: Any, **k: Any) -> None:
-                    buf = io.BytesIO()
-                    real(buf, arr, **k)
-                    data = buf.getvalue()
-                    if hasattr(fh, "write"):
-                        fh.write(data[: len(data) // 2])
-                        fh.flush()
-                    else:
-                        Path(fh).write_bytes(data[: len(data) // 2])
-                    _die()
-
-                return save
-
-            def half_fsync(real: Any) -> Any:
-                def fsync(fd: int) -> None:
-                    os.ftruncate(fd, os.fstat(fd).st_size // 2)
-                    _die()
-
-                return fsync
-
-            def half_index(real: Any) -> Any:
-                def write_index(index: Any, path: str) -> None:
-                    data = faiss.serialize_index(index).tobytes()
-                    Path(path).write_bytes(data[: len(data) // 2])
-                    _die()
-
-                return write_index
-
-            armed("save", np, half_save)
-            armed("fsync", os, half_fsync)
-            armed("write_index", faiss, half_index)
+        _arm(when)
         out = orig(*a, **kw)
         _die()  # "after" (and "mid"/"torn" calls that wrote nothing)
         return out
@@ -300,6 +342,7 @@ def child(store: str, seed: int, scale: int) -> None:
     """The child process: probes, an optional kill point, then the workload."""
     _say(f"P import {time.time():.4f}")
     targets = _targets()
+    _probe_hooks()  # before the kill's listener: a point is reported entered before it dies
     spec = os.environ.get(ENV_KILL)
     if spec:
         _install_kill(spec, targets)
@@ -411,6 +454,7 @@ def check(
 
     from pensive_core import Pensive
 
+    store = Path(store)
     bad: list[str] = []
     t0 = time.perf_counter()
     try:
@@ -419,13 +463,16 @@ def check(
         return [f"open failed: {type(exc).__name__}: {exc}"]
     if timing is not None:
         timing["open_s"] = time.perf_counter() - t0
+    parts = p.components
+    # the checker reads the files as they are on disk (the store's own connection may hold
+    # state of its own): the archive's and the cache's SQLite files, opened read-only
+    db = sqlite3.connect(f"file:{store / 'pensive.sqlite'}?mode=ro", uri=True)
     try:
-        db = p._archive.db
         docs = {r[0]: r[1] for r in db.execute("SELECT id, indexed FROM documents")}
         pending = [d for d, flag in docs.items() if flag == 0]
         if pending:
             bad.append(f"{len(pending)} document(s) left unindexed after reopen: {pending[:3]}")
-        if p._archive.get_meta("dirty"):
+        if parts.archive.get_meta("dirty"):
             bad.append("the recovery marker is still set after reopen")
         chunks: dict[str, tuple[str, str]] = {}
         for cid, did, text in db.execute(
@@ -434,13 +481,13 @@ def check(
         ):
             chunks[cid] = (did, text)
         want = set(chunks)
-        bm25 = set(p._bm25._where) | set(p._bm25._pending)
+        bm25 = parts.sparse.ids()
         for cid in sorted(want - bm25)[:5]:
             bad.append(f"passage {cid} of {chunks[cid][0]} missing from BM25")
         for cid in sorted(bm25 - want)[:5]:
             bad.append(f"BM25 holds {cid}, which the archive does not list")
         ns = p.config.backend.namespace
-        backend = p._backend
+        backend = parts.backend
         if backend is None:
             if want:
                 bad.append("no vector backend though the archive has passages")
@@ -448,8 +495,7 @@ def check(
             got = backend.fetch(sorted(want), namespace=ns)
             for cid in sorted(want - set(got))[:5]:
                 bad.append(f"passage {cid} of {chunks[cid][0]} missing from the vectors")
-            spaces = getattr(backend, "_spaces", {})
-            vec = set(spaces[ns].sid.values()) if ns in spaces else set()
+            vec = backend.ids(namespace=ns) or set()
             for cid in sorted(vec - want)[:5]:
                 bad.append(f"the vectors hold {cid}, which the archive does not list")
             if backend.count(namespace=ns) != len(want):
@@ -463,16 +509,21 @@ def check(
             for cid in sorted(c for c in set(rows) & want if rows[c] != chunks[c][0])[:5]:
                 bad.append(f"{table} files {cid} under {rows[cid]}, the archive {chunks[cid][0]}")
         for doc, texts in sorted((allowed or {}).items()):
-            d = p._archive.document(doc)
+            d = parts.archive.document(doc)
             have = None if d is None else d.text
             if have not in texts:
                 state = "absent" if have is None else "an unexpected text"
                 bad.append(f"document {doc} is {state} (acknowledged: {len(texts)} option(s))")
-        if p._l1 is not None:
-            commit = p._archive.commit_number()
-            if p._l1.commit != commit:
-                bad.append(f"the L1 cache is at commit {p._l1.commit}, the store at {commit}")
-            for query, hits in p._l1.db.execute("SELECT query, hits FROM l1"):
+        if parts.l1 is not None:
+            commit = parts.archive.commit_number()
+            if parts.l1.commit != commit:
+                bad.append(f"the L1 cache is at commit {parts.l1.commit}, the store at {commit}")
+            l1 = sqlite3.connect(f"file:{store / 'l1.sqlite'}?mode=ro", uri=True)
+            try:
+                l1_rows = l1.execute("SELECT query, hits FROM l1").fetchall()
+            finally:
+                l1.close()
+            for query, hits in l1_rows:
                 for h in json.loads(hits):
                     c = chunks.get(h["chunk_id"])
                     if c is None or c[0] != h["doc_id"] or h["text"] not in c[1]:
@@ -483,6 +534,7 @@ def check(
             if doc not in [h.doc_id for h in res.hits]:
                 bad.append(f"a query for {word} does not find {doc}")
     finally:
+        db.close()
         p.close()
     return bad
 

@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
     def in_process(threads: int, batch: int) -> None:
         def run() -> np.ndarray:
             model.batch_size = batch
-            return model._encode(texts, threads)
+            return model.embed_torch(texts, threads)
 
         got = measure(run, n, args.repeats)
         rows.append({"setting": "in-process", "threads": threads, "batch_size": batch, **got})
@@ -117,8 +117,8 @@ def main(argv: list[str] | None = None) -> None:
         workers=args.workers,
     )
     try:
-        assert pooled._pool is not None
-        pool = pooled._pool
+        assert pooled.pool is not None
+        pool = pooled.pool
         t = time.perf_counter()
         pool.embed(texts[:2])  # starts the workers (model load in each)
         start_s = time.perf_counter() - t

@@ -230,11 +230,11 @@ def build(store: Path, docs: list[Document]) -> dict[str, Any]:
     t = time.perf_counter()
     with Pensive(store, config=BASE) as p:
         report = p.ingest(docs)
-        GraphStore.drop(p._archive.db)
+        GraphStore.drop(p.components.archive.db)
     ingest_s = time.perf_counter() - t
     t = time.perf_counter()
     with Pensive(store, config=BASE) as p:
-        counts = p._graph.counts() if p._graph is not None else {}
+        counts = p.components.graph.counts() if p.components.graph is not None else {}
     return {
         "seconds": round(ingest_s, 1),
         "chunks_embedded": report.chunks_embedded,
@@ -253,7 +253,7 @@ def scifact(data: Path, store: Path) -> dict[str, Any]:
     t = time.perf_counter()
     with Pensive(store, config=BASE) as p:
         p.ingest(docs)
-        counts = p._graph.counts() if p._graph is not None else {}
+        counts = p.components.graph.counts() if p.components.graph is not None else {}
     built = round(time.perf_counter() - t, 1)
     out: dict[str, Any] = {"ingest_or_sync_seconds": built, "graph": counts}
     for name, over in CHECKS.items():

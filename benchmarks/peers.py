@@ -147,7 +147,7 @@ def build_langchain_ensemble(
     from langchain_community.vectorstores.utils import DistanceStrategy
 
     ids, texts_l, mat = _validate(chunk_ids, texts, vectors)
-    embeddings = _langchain_query_embeddings(embed_query)
+    embeddings = langchain_query_embeddings(embed_query)
     k = min(_DEFAULT_K, len(ids))
 
     metadatas = [{"chunk_id": cid} for cid in ids]
@@ -164,7 +164,7 @@ def build_langchain_ensemble(
     return _LangChainEnsemble(ensemble, bm25, vector, k)
 
 
-def _langchain_query_embeddings(embed_query: QueryEmbed) -> Any:
+def langchain_query_embeddings(embed_query: QueryEmbed) -> Any:
     """A ``langchain_core.embeddings.Embeddings`` that only embeds queries."""
     from langchain_core.embeddings import Embeddings
 
@@ -259,7 +259,7 @@ def build_llamaindex_fusion(
     from llama_index.retrievers.bm25 import BM25Retriever
 
     ids, texts_l, mat = _validate(chunk_ids, texts, vectors)
-    embed_model = _llamaindex_query_embedding(embed_query)
+    embed_model = llamaindex_query_embedding(embed_query)
     n = len(ids)
     k = min(_DEFAULT_K, n)
 
@@ -289,7 +289,7 @@ def build_llamaindex_fusion(
     return _LlamaIndexFusion(fusion, vector, bm25, n, k)
 
 
-def _llamaindex_query_embedding(embed_query: QueryEmbed) -> Any:
+def llamaindex_query_embedding(embed_query: QueryEmbed) -> Any:
     """A LlamaIndex ``BaseEmbedding`` that only embeds queries."""
     from llama_index.core.embeddings import BaseEmbedding
     from pydantic import PrivateAttr

@@ -202,7 +202,7 @@ def main() -> None:
 
     t = time.perf_counter()
     with Pensive(store) as p:  # the default configuration; unchanged documents are skipped
-        known = {d for (d,) in p._archive.db.execute("SELECT id FROM documents")}
+        known = {d for (d,) in p.components.archive.db.execute("SELECT id FROM documents")}
         report = p.ingest(base)
         extra = known - {d.id for d in base}
     build_s = time.perf_counter() - t

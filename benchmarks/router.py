@@ -157,14 +157,14 @@ def main(argv: list[str] | None = None) -> None:
     config = {"router": {"l1": True}}  # the default; pinned so the benchmark measures it
     p = Pensive(store, config=config)
     t = time.perf_counter()
-    present = [d.id for d in future if p._archive.fingerprint(d.id) is not None]
+    present = [d.id for d in future if p.components.archive.fingerprint(d.id) is not None]
     for did in present:
         p.delete(did)
     held_set = {d.id for d in future}
     report = p.ingest([d for d in docs if d.id not in held_set])
     build_s = time.perf_counter() - t
     print(f"store ready in {build_s:.0f} s: {report.added} added, {report.unchanged} unchanged")
-    p._l1.invalidate_all(p._commit_no)  # type: ignore[union-attr]  # start cold
+    p.components.l1.invalidate_all(p.commit_number)  # type: ignore[union-attr]  # start cold
     truth_reader = Pensive(store, config={"router": {"l1": False}}, read_only=True)
 
     # the workload
@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> None:
                     "refreshed": after["refreshed"] - before["refreshed"],
                 }
             )
-        before_matches = dict(p._l1.matches)  # type: ignore[union-attr]
+        before_matches = dict(p.components.l1.matches)  # type: ignore[union-attr]
         t = time.perf_counter()
         res = p.query(text, k=args.k)
         ms = (time.perf_counter() - t) * 1000
@@ -220,13 +220,13 @@ def main(argv: list[str] | None = None) -> None:
         if res.tier == "L1":
             kind = next(
                 k
-                for k, n in p._l1.matches.items()  # type: ignore[union-attr]
+                for k, n in p.components.l1.matches.items()  # type: ignore[union-attr]
                 if n != before_matches[k]
             )
             by_match[kind].append(res.latency_ms)
             if i >= warm:
                 matches[kind] += 1
-            key = (res.cached_from or text, p._commit_no)
+            key = (res.cached_from or text, p.commit_number)
             if key not in truth:
                 truth[key] = [h.chunk_id for h in truth_reader.query(key[0], k=args.k).hits]
             checked += 1

@@ -49,8 +49,10 @@ def build_store(
 
 def export_chunks(p: Pensive) -> tuple[list[str], list[str], np.ndarray]:
     """Every passage of a store, in a stable order, with its stored vector."""
-    rows = p._archive.db.execute("SELECT id, text FROM chunks ORDER BY doc_id, ordinal").fetchall()
+    rows = p.components.archive.db.execute(
+        "SELECT id, text FROM chunks ORDER BY doc_id, ordinal"
+    ).fetchall()
     ids = [r[0] for r in rows]
     texts = [r[1] for r in rows]
-    vecs = p._backend.fetch(ids)  # type: ignore[union-attr]
+    vecs = p.components.backend.fetch(ids)  # type: ignore[union-attr]
     return ids, texts, np.stack([vecs[i] for i in ids])

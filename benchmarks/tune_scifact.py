@@ -54,9 +54,9 @@ def main(argv: list[str] | None = None) -> None:
     for target in [int(t) for t in args.targets.split(",")]:
         p, info = build_store(root / f"t{target}", docs, {"chunking": {"target_tokens": target}})
         print(f"store target_tokens={target}: {info}", flush=True)
-        embedder = p._get_embedder()
+        embedder = p.embedder
         qvec = {q: embedder.embed_query(t) for q, t in queries.items()}
-        dense = {q: p._backend.search(v, DEPTH) for q, v in qvec.items()}  # type: ignore[union-attr]
+        dense = {q: p.components.backend.search(v, DEPTH) for q, v in qvec.items()}  # type: ignore[union-attr]
         ids, texts, _ = export_chunks(p)
         bm25_lists: dict[str, dict[str, list[tuple[str, float]]]] = {}
         for k1, b in ((1.2, 0.75), (0.9, 0.4), (1.5, 0.75)):

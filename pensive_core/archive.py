@@ -14,13 +14,23 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from .errors import SchemaVersionError
 from .timeutil import from_iso, to_iso, utcnow
 from .types import Chunk, Document
 
-__all__ = ["Archive", "SCHEMA_VERSION", "StoredChunk", "write_transaction"]
+__all__ = [
+    "ARCHIVE_ONLY",
+    "INDEXED",
+    "PENDING",
+    "Archive",
+    "DocumentStore",
+    "SCHEMA_VERSION",
+    "StoredChunk",
+    "metadata_json",
+    "write_transaction",
+]
 
 SCHEMA_VERSION = 3  # 2: full-text index over whole documents; 3: situating contexts
 
@@ -401,6 +411,27 @@ class Archive:
             )
         )
 
+    def indexed_documents(self) -> dict[str, set[str]]:
+        """The passage ids of every indexed document, by document id (what the graph and the
+        statements must hold)."""
+        want: dict[str, set[str]] = {}
+        for cid, did in self.db.execute(
+            "SELECT c.id, c.doc_id FROM chunks c JOIN documents d ON d.id = c.doc_id "
+            "WHERE d.indexed = 1"
+        ):
+            want.setdefault(did, set()).add(cid)
+        return want
+
+    def indexed_passages(self) -> list[tuple[str, str, str, dict[str, Any], str]]:
+        """``(passage id, document id, text, document metadata, context)`` of every indexed
+        passage, by document and position (what a move of the vectors copies)."""
+        rows = self.db.execute(
+            "SELECT c.id, c.doc_id, c.text, d.metadata, c.context FROM chunks c "
+            "JOIN documents d ON d.id = c.doc_id WHERE d.indexed = 1 "
+            "ORDER BY c.doc_id, c.ordinal"
+        ).fetchall()
+        return [(r[0], r[1], r[2], json.loads(r[3]), r[4]) for r in rows]
+
     def counts(self) -> tuple[int, int]:
         """``(documents, passages)`` stored."""
         d = self.db.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
@@ -414,6 +445,121 @@ class Archive:
     def close(self) -> None:
         """Close the database."""
         self.db.close()
+
+
+class DocumentStore(Protocol):
+    """The L3 archive and the store's bookkeeping, as the engine uses them: documents whole,
+    their passages, metadata, the commit protocol's marks and the full-text search of whole
+    documents. :class:`Archive` (SQLite) is the embedded implementation."""
+
+    def get_meta(self, key: str) -> Any:
+        """A JSON value from the store's metadata (None when absent)."""
+        ...
+
+    def set_meta(self, key: str, value: Any) -> None:
+        """Write a JSON value to the store's metadata."""
+        ...
+
+    def fingerprint(self, doc_id: str) -> tuple[str, str, str | None, int, str] | None:
+        """``(hash, metadata json, timestamp, indexed flag, context generator)`` or None."""
+        ...
+
+    def mark_indexed(self, changed: bool) -> int:
+        """Confirm every pending document as indexed and clear the dirty mark; returns the
+        commit number (moved when ``changed``)."""
+        ...
+
+    def mark_dirty(self) -> None:
+        """Note a change in flight (cleared by :meth:`mark_indexed`)."""
+        ...
+
+    def is_dirty(self) -> bool:
+        """Whether a change was left in flight."""
+        ...
+
+    def mark_pending(self, doc_ids: Iterable[str]) -> None:
+        """Mark documents to be indexed again."""
+        ...
+
+    def index_chunks(self) -> dict[str, tuple[str, int]]:
+        """``passage id -> (document id, indexed flag)`` of every indexed or pending passage."""
+        ...
+
+    def commit_number(self) -> int:
+        """The number of the last commit."""
+        ...
+
+    def data_version(self) -> int:
+        """A number that moves whenever another connection commits."""
+        ...
+
+    def unindexed(self) -> list[str]:
+        """Ids of documents written but not confirmed as indexed."""
+        ...
+
+    def chunk_ids(self, doc_id: str) -> list[str]:
+        """The passage ids of a document."""
+        ...
+
+    def write(
+        self,
+        docs: Sequence[tuple[Document, str, list[Chunk]]],
+        archive_only: bool = False,
+        contexts: Mapping[str, str] | None = None,
+        context_gen: Mapping[str, str] | None = None,
+    ) -> None:
+        """Write documents and their passages (replacing any stored under the same ids)."""
+        ...
+
+    def delete(self, doc_id: str) -> list[str]:
+        """Delete a document; returns its passage ids."""
+        ...
+
+    def search_documents(self, match: str, limit: int) -> list[tuple[str, float]]:
+        """Full-text search of whole documents: ``(document id, score)``, best first."""
+        ...
+
+    def contexts(self, doc_id: str) -> dict[str, str]:
+        """The situating context of each passage of a document."""
+        ...
+
+    def doc_chunks(self, doc_id: str) -> list[tuple[str, int, str]]:
+        """``(passage id, ordinal, text)`` of a document's passages, in order."""
+        ...
+
+    def document(self, doc_id: str) -> Document | None:
+        """A stored document whole, or None."""
+        ...
+
+    def chunks(self, ids: Iterable[str]) -> dict[str, StoredChunk]:
+        """Stored passages by id (unknown ids left out)."""
+        ...
+
+    def filter_rows(self) -> tuple[list[str], list[dict[str, Any]], list[tuple[str, str]]]:
+        """Every document's id and metadata and every indexed passage's document, for
+        metadata filters."""
+        ...
+
+    def neighbours(self, doc_id: str, ordinal: int, window: int) -> list[tuple[int, int, int]]:
+        """``(ordinal, start, end)`` of the passages within ``window`` of ``ordinal``."""
+        ...
+
+    def indexed_documents(self) -> dict[str, set[str]]:
+        """Passage ids of every indexed document, by document id."""
+        ...
+
+    def indexed_passages(self) -> list[tuple[str, str, str, dict[str, Any], str]]:
+        """``(passage id, document id, text, document metadata, context)`` of every indexed
+        passage."""
+        ...
+
+    def counts(self) -> tuple[int, int]:
+        """``(documents, passages)`` stored."""
+        ...
+
+    def close(self) -> None:
+        """Release the store."""
+        ...
 
 
 @contextlib.contextmanager

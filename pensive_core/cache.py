@@ -37,7 +37,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -48,6 +48,8 @@ from .types import Hit
 from .wire import hit_json
 
 __all__ = [
+    "AnswerCache",
+    "Cached",
     "L1Cache",
     "QueryKey",
     "Deps",
@@ -717,3 +719,59 @@ class L1Cache:
                 "UPDATE l1 SET freq=? WHERE key=?", [(e.freq, k) for k, e in self._entries.items()]
             )
         self.db.close()
+
+
+class AnswerCache(Protocol):
+    """The L1 hot cache's persistent part, as the engine uses it. :class:`L1Cache` (its own
+    SQLite file beside the store) is the embedded implementation.
+
+    Attributes:
+        commit: The store commit the cache's entries were last brought level with.
+    """
+
+    commit: int
+
+    def sync(self) -> None:
+        """Catch up with invalidations another process made."""
+        ...
+
+    def get(self, qk: QueryKey) -> Cached | None:
+        """The cached answer to the question (or a variant of it), or None."""
+        ...
+
+    def put(
+        self,
+        qk: QueryKey,
+        hits: Sequence[Hit],
+        confidence: float,
+        tier: str,
+        deps: Deps,
+        commit: int,
+        freq: int = 1,
+    ) -> bool:
+        """Store an answer computed at store commit ``commit``; False if it is stale."""
+        ...
+
+    def entries(self) -> list[EntryView]:
+        """Every entry's key, question and dependencies."""
+        ...
+
+    def keys_for_docs(self, doc_ids: Iterable[str]) -> set[str]:
+        """Keys of the entries whose hits come from these documents."""
+        ...
+
+    def invalidate(self, keys: Iterable[str] | None, commit: int) -> int:
+        """Drop these entries (None: all) and move to store commit ``commit``."""
+        ...
+
+    def invalidate_all(self, commit: int) -> int:
+        """Drop every entry and move to store commit ``commit``."""
+        ...
+
+    def stats(self) -> dict[str, Any]:
+        """Entries, hot set, hit rate, matches, evictions, invalidations."""
+        ...
+
+    def close(self) -> None:
+        """Persist and release the cache."""
+        ...

@@ -36,6 +36,8 @@ __all__ = [
     "GraphConfig",
     "TemporalConfig",
     "ServerConfig",
+    "RerankConfig",
+    "StorageConfig",
     "redacted",
 ]
 
@@ -168,11 +170,22 @@ class ContextConfig(_Section):
     that are rows of fields (JSON, CSV, ``key: value`` lines), told apart by
     ``metadata["doc_type"]`` or, without it, by their shape."""
 
-    generator: Literal["auto", "none", "heuristic", "llm"] = "auto"
-    records: Literal["same", "auto", "none", "heuristic", "llm"] = "same"  # same: as prose
+    # "module.path:Class" for a generator of your own (called without arguments)
+    generator: str = "auto"  # "auto" | "none" | "heuristic" | "llm" | "module.path:Class"
+    records: str = "same"  # same: as prose; else as generator
     max_tokens: int = Field(64, ge=0, le=512)  # most context tokens embedded with a passage
     concurrency: int = Field(4, ge=1, le=64)  # LLM calls in flight
     document_chars: int = Field(24_000, ge=1_000)  # longer documents reach the LLM as a summary
+
+    @field_validator("generator", "records")
+    @classmethod
+    def _known_generator(cls, v: str, info: Any) -> str:
+        names = {"auto", "none", "heuristic", "llm"} | (
+            {"same"} if info.field_name == "records" else set()
+        )
+        if v in names or _is_class_path(v):
+            return v
+        raise ValueError(f"use one of {sorted(names)} or 'module.path:Class'")
 
 
 class BM25Config(_Section):
@@ -280,6 +293,11 @@ class GraphConfig(_Section):
     """
 
     enabled: bool = True
+    # what finds entity mentions at ingest: "rules" (no model), "spacy" (the pipeline
+    # ``spacy_model`` names, topped up by the rules) or "module.path:Class"; changing it
+    # rebuilds the graph from the archive at the next open for writing
+    extractor: str = "rules"
+    spacy_model: str = "en_core_web_sm"  # an installed pipeline package or a saved folder
     weight: float = Field(1.0, ge=0.0)  # fusion weight of the graph's list
     hops: int = Field(2, ge=1, le=6)
     decay: float = Field(0.5, gt=0.0, le=1.0)
@@ -340,6 +358,9 @@ class TemporalConfig(_Section):
     """
 
     enabled: bool = True
+    # what reads statements at ingest: "rules" or "module.path:Class"; changing it rebuilds
+    # the statements from the archive at the next open for writing
+    extractor: str = "rules"
     demote: float = Field(0.5, ge=0.0, le=1.0)  # score factor of a superseded passage
     surface: bool = True  # a superseded passage brings the passage that superseded it
     interval_gain: float = Field(2.0, ge=0.0)  # dates overlapping the question's time
@@ -395,6 +416,20 @@ class MemoryConfig(_Section):
     headroom: float = Field(0.10, ge=0.0, lt=1.0)  # of the budget, left for the answer
 
 
+class RerankConfig(_Section):
+    """The rerank stage: a cross-encoder reads the question with each of L2's top candidates
+    and orders them by its score. Off unless ``model`` names a local sentence-transformers
+    CrossEncoder folder (or ``"module.path:Class"``, a
+    :class:`~pensive_core.rerank.Reranker` called without arguments). A query asking for
+    ``k`` passages reranks the best ``max(k, candidates)`` fused candidates and returns the
+    best ``k``; a reranker that fails leaves L2's order (counted in ``stats()["rerank"]``)."""
+
+    model: str = ""
+    candidates: int = Field(40, ge=1, le=1000)
+    batch_size: int = Field(32, ge=1, le=4096)
+    max_length: int = Field(0, ge=0, le=8192)  # longest (question, passage) pair; 0: the model's
+
+
 class ServerConfig(_Section):
     """``pensive serve``: where it listens and what it accepts. API keys never live here: they
     come from a keys file (``--keys``) or the ``PENSIVE_API_KEYS`` environment variable."""
@@ -416,9 +451,17 @@ class ServerConfig(_Section):
     recent_queries: int = Field(50, ge=0, le=10_000)  # kept for the dashboard
 
 
+class StorageConfig(_Section):
+    """Where the store's persistent parts live: ``"embedded"`` (SQLite and files in the store
+    folder, one writer process; the only engine so far)."""
+
+    engine: Literal["embedded"] = "embedded"
+
+
 class PensiveConfig(_Section):
     """The whole configuration. Every key has a default; see ``README.md`` for each."""
 
+    storage: StorageConfig = StorageConfig()
     backend: BackendConfig = BackendConfig()
     embedder: EmbedderConfig = EmbedderConfig()
     chunking: ChunkingConfig = ChunkingConfig()
@@ -428,6 +471,7 @@ class PensiveConfig(_Section):
     graph: GraphConfig = GraphConfig()
     temporal: TemporalConfig = TemporalConfig()
     context: ContextConfig = ContextConfig()
+    rerank: RerankConfig = RerankConfig()
     memory: MemoryConfig = MemoryConfig()
     server: ServerConfig = ServerConfig()
 
@@ -447,6 +491,12 @@ STRUCTURAL_KEYS = (
     "bm25.stemmer",
     "bm25.stopwords",
 )
+
+
+def _is_class_path(spec: str) -> bool:
+    from .plugins import is_class_path
+
+    return is_class_path(spec)
 
 
 def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:

@@ -157,4 +157,6 @@ def fuse(
         return rrf(lists, weights, k)
     if method == "weighted":
         return weighted(lists, weights, from_zero)
-    return FUSERS[method](lists, weights)
+    if method == "zscore":
+        return zscore(lists, weights)
+    raise KeyError(method)  # as FUSERS[method] would

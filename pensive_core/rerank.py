@@ -8,6 +8,7 @@ reranker's scores.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 from collections.abc import Sequence
@@ -16,7 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from .errors import ConfigError, InputError, MissingDependencyError
 
-__all__ = ["Reranker", "CrossEncoderReranker", "rerank"]
+__all__ = ["Reranker", "CrossEncoderReranker", "rerank", "rerank_or_keep"]
 
 log = logging.getLogger(__name__)
 
@@ -81,9 +82,9 @@ class CrossEncoderReranker:
             raise MissingDependencyError(
                 "sentence_transformers", "minilm", "The cross-encoder reranker"
             ) from exc
-        from .embedders.sentence_transformers import _quiet_transformers
+        from .embedders.sentence_transformers import quiet_transformers
 
-        with _quiet_transformers():
+        with quiet_transformers():
             # sentence-transformers wants the path as str; offline by construction
             return CrossEncoder(
                 str(self.path),
@@ -137,3 +138,35 @@ def rerank(
         raise InputError(f"reranker {reranker!r} gave {len(scores)} scores for {len(texts)} texts")
     ranked = sorted(enumerate(scores), key=lambda p: (-p[1], p[0]))
     return ranked if top_n is None else ranked[:top_n]
+
+
+def rerank_or_keep(
+    reranker: Reranker, query: str, texts: Sequence[str], top_n: int | None = None
+) -> list[tuple[int, float]] | None:
+    """:func:`rerank`, fail-soft: None (and a logged warning) when the reranker fails, so the
+    caller keeps the order it had. The core's rerank stage and the LlamaIndex postprocessor
+    both rerank through this.
+
+    Args:
+        reranker: Scores the passages.
+        query: The question.
+        texts: The passages.
+        top_n: Keep this many (None: all).
+
+    Returns:
+        ``(input position, reranker score)`` pairs, best first, or None on a failure.
+
+    Raises:
+        InputError: If ``top_n`` is not a positive int (a caller's mistake, not a failure).
+    """
+    if top_n is not None and (isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1):
+        raise InputError(f"top_n must be a positive int or None, got {top_n!r}")
+    try:
+        ranked = rerank(reranker, query, texts, top_n)
+    except Exception as exc:  # noqa: BLE001 - any failure of the model leaves the order as it was
+        log.warning("reranker %r failed, order kept: %s: %s", reranker, type(exc).__name__, exc)
+        return None
+    if any(not math.isfinite(s) for _, s in ranked):
+        log.warning("reranker %r gave a non-finite score, order kept", reranker)
+        return None
+    return ranked

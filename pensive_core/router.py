@@ -1,219 +1,154 @@
-"""Routing decisions and statistics: confidence, when to escalate to L3, and per-tier figures.
+"""The router: the one place that knows the order of the tiers.
 
-The store (:mod:`pensive_core.engine`) runs the tiers; this module holds the pure parts: how
-confident an L2 answer is, which exact strings a question asks for, how to ask the archive's
-full-text index for them, and the latency/confidence histograms behind ``Pensive.stats()``.
+A question goes to L1 (:mod:`.query.l1`), then, for a question that counts occurrences, to
+aggregation (:mod:`.query.aggregate`), then to L2: hybrid retrieval (:mod:`.query.retrieve`),
+the graph stage (:mod:`.query.graph`), the temporal stage (:mod:`.query.temporal`), hits
+(:mod:`.query.hits`), the rerank stage (:mod:`.query.rerank`), and L3 when L2 lacks what was
+asked or is unsure (:mod:`.query.escalate`); learning (:mod:`.query.learning`) and L1 store
+what came out.
+
+The pure helpers the router's stages use are importable from here too (they used to live
+here): :func:`confidence`, :func:`exact_needles`, :func:`missing_needles`, :func:`fts_all`,
+:func:`fts_any`, and :class:`RouterStats` (now in :mod:`.stats`).
 """
 
 from __future__ import annotations
 
-import bisect
-import sqlite3
-import unicodedata
-from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
-import numpy as np
+from .query.aggregate import AggregationStage
+from .query.confidence import confidence
+from .query.escalate import Escalation, exact_needles, fts_all, fts_any, missing_needles
+from .query.filtering import AllowedPassages
+from .query.graph import GraphStage
+from .query.hits import HitBuilder
+from .query.l1 import CacheStage
+from .query.request import QueryRequest
+from .query.rerank import RerankStage
+from .query.retrieve import HybridRetrieval
+from .query.state import Answer, QueryState, elapsed_ms
+from .query.temporal import TemporalStage
+from .stats import RouterStats
+from .types import QueryResult
 
-from .archive import write_transaction
-from .fusion import Fused
-from .tokenize import DIGIT_RE, TOKEN_RE, quoted_phrases
-from .types import Hit
+if TYPE_CHECKING:
+    from .components import Components
 
-__all__ = ["confidence", "exact_needles", "missing_needles", "fts_all", "fts_any", "RouterStats"]
-
-
-def confidence(fused: Sequence[Fused], lists: Mapping[str, Sequence[tuple[str, float]]]) -> float:
-    """A heuristic in [0, 1] from retriever agreement, dense similarity and the fused margin.
-
-    Agreement is the share of retrievers that put the top passage in their own top 10; the dense
-    similarity of the top passage is mapped from [0.2, 0.7] to [0, 1]; the margin is the top
-    fused score's lead over the second, relative to the top.
-    """
-    if not fused:
-        return 0.0
-    top = fused[0]
-    agree = sum(1 for name in lists if top.ranks.get(name, 10**9) <= 10) / max(1, len(lists))
-    dense = dict(lists.get("dense", []))
-    sim = float(np.clip((dense.get(top.id, 0.0) - 0.2) / 0.5, 0.0, 1.0)) if dense else agree
-    margin = (top.score - fused[1].score) / top.score if len(fused) > 1 and top.score > 0 else 1.0
-    return round(float(np.clip(0.45 * agree + 0.4 * sim + 0.15 * margin, 0.0, 1.0)), 4)
+__all__ = [
+    "Router",
+    "RouterStats",
+    "confidence",
+    "exact_needles",
+    "fts_all",
+    "fts_any",
+    "missing_needles",
+]
 
 
-def exact_needles(text: str) -> list[str]:
-    """The exact strings a question asks for: quoted phrases, identifiers and long numbers.
-
-    An identifier mixes letters and digits ("INV-4471", "Q3", "BRCA1", "COVID-19"); a number
-    counts when it has four or more digits or a decimal point ("2024", "3.5"). Short plain
-    numbers ("5", "10%") are quantities a passage may state in other words, not strings to find:
-    on SciFact, escalating for them lowered nDCG@10 (benchmarks/results/tune_router.md).
-    """
-    nfkc = unicodedata.normalize("NFKC", text)
-    out: list[str] = quoted_phrases(nfkc)
-    for tok in TOKEN_RE.findall(nfkc):
-        if not DIGIT_RE.search(tok):
-            continue
-        has_alpha = any(ch.isalpha() for ch in tok)
-        digits = sum(ch.isdigit() for ch in tok)
-        if has_alpha or digits >= 4 or "." in tok:
-            low = tok.casefold()
-            if low not in out:
-                out.append(low)
-    return out
-
-
-def missing_needles(needles: Iterable[str], hits: Sequence[Hit]) -> list[str]:
-    """Needles that no hit's text contains (case-insensitively)."""
-    needles = list(needles)
-    if not needles:
-        return []  # most questions: nothing to look for, no passage to fold
-    texts = [unicodedata.normalize("NFKC", h.text).casefold() for h in hits]
-    return [n for n in needles if not any(n in t for t in texts)]
-
-
-def _phrase(s: str) -> str:
-    return '"' + s.replace('"', '""') + '"'
-
-
-def fts_all(needles: Sequence[str]) -> str:
-    """An FTS5 query for documents holding every needle as a phrase."""
-    return " AND ".join(_phrase(n) for n in needles)
-
-
-def fts_any(words: Sequence[str]) -> str:
-    """An FTS5 query for documents holding any of the words (ranked by BM25)."""
-    return " OR ".join(_phrase(w) for w in dict.fromkeys(words))
-
-
-# Latency histogram: 20 log-spaced buckets per decade from 1 microsecond to 100 seconds.
-_LAT_EDGES = 10.0 ** np.arange(-3.0, 5.0 + 1e-9, 0.05)
-_CONF_BINS = 10
-
-
-_LAT_EDGE_LIST = _LAT_EDGES.tolist()
-
-
-def _lat_bucket(ms: float) -> int:
-    return bisect.bisect_left(_LAT_EDGE_LIST, ms)
-
-
-def _hist_percentile(counts: Mapping[int, int], q: float) -> float:
-    total = sum(counts.values())
-    if not total:
-        return 0.0
-    target = q / 100.0 * total
-    seen = 0
-    for b in sorted(counts):
-        seen += counts[b]
-        if seen >= target:
-            lo = _LAT_EDGES[max(0, b - 1)] if b > 0 else 0.0
-            hi = _LAT_EDGES[min(b, len(_LAT_EDGES) - 1)]
-            return float(np.sqrt(lo * hi)) if lo > 0 else float(hi)
-    return float(_LAT_EDGES[-1])
-
-
-class RouterStats:
-    """Per-tier query counts, latency and confidence histograms.
-
-    Recent latencies (this process) are kept exactly; lifetime histograms are shared by every
-    process through a SQLite table and flushed every ``flush_every`` queries and on close.
+class Router:
+    """Answers questions through the tiers, with the stages built once from the store's parts.
 
     Args:
-        db: A SQLite connection (the archive's) to keep lifetime figures in; None for memory only.
-        flush_every: Queries between flushes.
+        comps: The open store's parts.
+
+    Attributes:
+        cache: The L1 stage.
+        aggregation: Counting questions.
+        retrieval: L2's dense and sparse lists, fused.
+        graph: The graph stage.
+        temporal: The temporal stage.
+        hits: Hit building.
+        rerank: The rerank stage.
+        escalation: L3.
+        allowed: Which passages a metadata filter lets through (cached per commit).
     """
 
-    _SCHEMA = (
-        "CREATE TABLE IF NOT EXISTS router_stats (tier TEXT NOT NULL, kind TEXT NOT NULL, "
-        "bucket INTEGER NOT NULL, count INTEGER NOT NULL, PRIMARY KEY (tier, kind, bucket))"
-    )
+    def __init__(self, comps: Components) -> None:
+        self.comps = comps
+        self.allowed = AllowedPassages(comps)
+        self.temporal = TemporalStage(comps)
+        self.cache = CacheStage(comps, self.temporal)
+        self.aggregation = AggregationStage(comps, self.allowed)
+        self.retrieval = HybridRetrieval(comps)
+        self.graph = GraphStage(comps)
+        self.hits = HitBuilder(comps)
+        self.rerank = RerankStage(comps)
+        self.escalation = Escalation(comps)
 
-    def __init__(self, db: sqlite3.Connection | None, flush_every: int = 256) -> None:
-        self.db = db
-        self.flush_every = flush_every
-        self.recent: dict[str, deque[float]] = {}
-        self._pending: dict[tuple[str, str, int], int] = {}
-        self._n_pending = 0
-        if db is not None:
-            db.execute(self._SCHEMA)
+    def route(self, req: QueryRequest, t0: float) -> QueryResult:
+        """The answer to a validated request (``t0``: when the call began, for latency).
 
-    def record(self, tier: str, latency_ms: float, confidence: float) -> None:
-        """Count one answered query."""
-        self.recent.setdefault(tier, deque(maxlen=10_000)).append(latency_ms)
-        for kind, bucket in (
-            ("latency", _lat_bucket(latency_ms)),
-            ("confidence", min(_CONF_BINS - 1, int(confidence * _CONF_BINS))),
-        ):
-            key = (tier, kind, bucket)
-            self._pending[key] = self._pending.get(key, 0) + 1
-        self._n_pending += 1
-        if self._n_pending >= self.flush_every:
-            self.flush()
-
-    def flush(self) -> None:
-        """Add this process's unflushed counts to the shared table."""
-        if self.db is None or not self._pending:
-            return
-        try:
-            with write_transaction(self.db):
-                self.db.executemany(
-                    "INSERT INTO router_stats VALUES (?, ?, ?, ?) ON CONFLICT(tier, kind, bucket) "
-                    "DO UPDATE SET count = count + excluded.count",
-                    [(t, k, b, n) for (t, k, b), n in self._pending.items()],
-                )
-        except sqlite3.Error:
-            return  # kept pending: the next flush tries again
-        self._pending = {}
-        self._n_pending = 0
-
-    def _lifetime(self) -> dict[tuple[str, str, int], int]:
-        out = dict(self._pending)
-        if self.db is not None:
-            for t, k, b, n in self.db.execute("SELECT tier, kind, bucket, count FROM router_stats"):
-                out[(t, k, b)] = out.get((t, k, b), 0) + n
-        return out
-
-    def summary(self) -> dict[str, Any]:
-        """Lifetime and recent figures per tier.
-
-        Returns:
-            ``{"total": n, "L1": {...}, "L2": {...}, "L3": {...}}`` where each tier has ``count``,
-            ``share``, ``p50_ms``/``p95_ms``/``p99_ms`` (lifetime, from the histogram, within
-            about 6%), ``recent`` (exact percentiles over this process's last 10,000 queries) and
-            ``confidence`` (counts per tenth of [0, 1]).
+        The caller holds the store's lock and has refreshed a reader's indexes.
         """
-        life = self._lifetime()
-        counts: dict[str, int] = {}
-        lat: dict[str, dict[int, int]] = {}
-        conf: dict[str, list[int]] = {}
-        for (tier, kind, bucket), n in life.items():
-            if kind == "latency":
-                counts[tier] = counts.get(tier, 0) + n
-                lat.setdefault(tier, {})[bucket] = n
-            else:
-                conf.setdefault(tier, [0] * _CONF_BINS)[bucket] += n
-        total = sum(counts.values())
-        out: dict[str, Any] = {"total": total}
-        for tier in sorted(counts):
-            recent = self.recent.get(tier)
-            out[tier] = {
-                "count": counts[tier],
-                "share": round(counts[tier] / total, 4) if total else 0.0,
-                "p50_ms": round(_hist_percentile(lat[tier], 50), 4),
-                "p95_ms": round(_hist_percentile(lat[tier], 95), 4),
-                "p99_ms": round(_hist_percentile(lat[tier], 99), 4),
-                "recent": _exact(recent) if recent else None,
-                "confidence": conf.get(tier, [0] * _CONF_BINS),
-            }
-        return out
+        comps = self.comps
+        qk = self.cache.key(req)
+        if qk is not None:
+            cached = self.cache.lookup(qk)
+            if cached is not None:
+                hits = list(cached.hits)  # immutable hits: shared, never copied
+                scope = None
+                if self.temporal.on:
+                    intent = self.temporal.intent(
+                        cached.source or req.text
+                    )  # a variant: its source's
+                    scope = self.temporal.scope(intent, req.cutoff, hits)
+                return QueryResult(
+                    hits,
+                    "L1",
+                    cached.confidence,
+                    elapsed_ms(t0),
+                    req.text,
+                    cached_from=cached.source,
+                    time_scope=scope,
+                )
+        state = QueryState(req.text, req.k, req.cutoff, req.where, req.context)
+        # (after L1: the check costs more than a cache hit, and counts are never cached)
+        if self.aggregation.applies(req.text):
+            counted = self.aggregation.run(state)
+            if counted is not None:
+                hits, agg = counted
+                return QueryResult(
+                    hits, "L2", 1.0, elapsed_ms(t0), req.text, state.timings, aggregation=agg
+                )
+        ans = self.answer(state)
+        if comps.learning is not None and not comps.read_only and ans.hits:
+            assert comps.graph_views is not None
+            comps.learning.learn_from(ans.hits, state.seeds, comps.graph_views)
+        if qk is not None and not ans.relative:
+            self.cache.store(qk, ans.hits, ans.confidence, ans.tier, ans.deps)
+        return QueryResult(
+            ans.hits,
+            ans.tier,
+            ans.confidence,
+            elapsed_ms(t0),
+            req.text,
+            state.timings,
+            time_scope=ans.scope,
+        )
 
-
-def _exact(values: Iterable[float]) -> dict[str, float]:
-    arr = np.fromiter(values, dtype=float)
-    return {
-        "count": len(arr),
-        "p50_ms": round(float(np.percentile(arr, 50)), 4),
-        "p95_ms": round(float(np.percentile(arr, 95)), 4),
-        "p99_ms": round(float(np.percentile(arr, 99)), 4),
-    }
+    def answer(self, state: QueryState) -> Answer:
+        """L2, then L3 if called for: the answer to a question L1 did not have (also how L1
+        refreshes an entry a commit invalidated, with its stored query vector)."""
+        comps = self.comps
+        if state.where is not None:
+            state.allowed = self.allowed(state.where)
+        state.intent = self.temporal.intent(state.text)
+        # every indexed passage is in both indexes: no count asked of a remote backend
+        if comps.sparse.n_live and (state.allowed is None or state.allowed):
+            self.retrieval.run(state)
+            self.graph.run(state)
+            self.temporal.run(state)
+            if state.allowed is not None:  # a surfaced statement must pass the filter too
+                state.fused = [f for f in state.fused if f.id in state.allowed]
+        with state.timed("fetch_ms"):
+            hits = self.hits.build(state.fused, self.rerank.candidates(state.k), state.cutoff)
+        state.hits = self.rerank.run(state, hits) if self.rerank.on else hits
+        state.confidence = confidence(state.fused, state.lists)
+        state.tier = "L2"
+        self.escalation.run(state)
+        # the fused order that decides the answer: its hits' (or, reranked, its candidates')
+        decides = self.rerank.candidates(state.k) if self.rerank.on else len(state.hits)
+        deps = self.cache.deps(state.hits, state.fused, state.lists, state.qvec, decides)
+        scope = self.temporal.scope(state.intent, state.cutoff, state.hits)
+        relative = bool(state.intent and state.intent.relative)
+        return Answer(state.hits, state.confidence, state.tier, deps, scope, relative)

@@ -10,22 +10,22 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-__all__ = ["Tokenizer"]
+__all__ = ["CAMEL_RE", "SEP_RE", "STOP_EN", "Tokenizer", "is_number", "split_compound"]
 
 # A token is a run of word characters, possibly joined by - _ . / : where both sides are
 # word characters ("INV-4471", "snake_case", "v1.2.3", "3.5"); a leading sign/currency is dropped.
 TOKEN_RE = re.compile(r"[^\W_]+(?:[-_./:][^\W_]+)*|_+[^\W_]+(?:_[^\W_]+)*", re.UNICODE)
 DIGIT_RE = re.compile(r"\d")
 _QUOTED_RE = re.compile(r"[\"“”]([^\"“”]{2,200})[\"“”]")
-_SEP_RE = re.compile(r"[-_./:]+")
+SEP_RE = re.compile(r"[-_./:]+")
 # camelCase boundaries only between letters: "getUserName" -> get User Name, "HTTPServer" ->
 # HTTP Server; letter-digit runs like "Q3" or "H2O" stay whole.
-_CAMEL_RE = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+CAMEL_RE = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _NUM_SEP_RE = re.compile(r"(?<=\d),(?=\d{3}\b)")
 
 # Standard English stop words (the Lucene/NLTK core list), negations kept out deliberately:
 # "not" and "no" change meaning and are kept as tokens.
-_STOP_EN = frozenset(
+STOP_EN = frozenset(
     """a about above after again against all am an and any are as at be because been before being
     below between both but by can could did do does doing down during each few for from further had
     has have having he her here hers herself him himself his how i if in into is it its itself just
@@ -48,19 +48,23 @@ def _stemmer(name: str):  # type: ignore[no-untyped-def]
     return Stemmer.Stemmer(name)
 
 
-def _split_compound(raw: str) -> list[str]:
+def split_compound(raw: str) -> list[str]:
+    """A token's parts: split at ``- _ . / :`` and camelCase boundaries, a number kept whole
+    ("getUserName" -> get, User, Name; "3.5" -> 3.5). Plain words take a fast path that the
+    property tests check against the rules."""
     if raw.isalpha() and (raw.islower() or raw.isupper() or raw[1:].islower()):
         return [raw]  # a plain word (most tokens): no separator, no camelCase, not a number
-    if _is_number(raw):
+    if is_number(raw):
         return [raw]
     parts: list[str] = []
-    for piece in _SEP_RE.split(raw):
+    for piece in SEP_RE.split(raw):
         if piece:
-            parts.extend(p for p in _CAMEL_RE.split(piece) if p)
+            parts.extend(p for p in CAMEL_RE.split(piece) if p)
     return parts
 
 
-def _is_number(raw: str) -> bool:
+def is_number(raw: str) -> bool:
+    """Whether ``float()`` reads the token as a number ("3.5", "1e3", "nan")."""
     try:
         float(raw)
     except ValueError:
@@ -74,17 +78,20 @@ class Tokenizer:
     Args:
         stemmer: A PyStemmer algorithm name ("english"), or "" for no stemming.
         stopwords: "en" to drop English stop words, "none" to keep everything.
+
+    Attributes:
+        stopwords: The words dropped (lower case).
     """
 
     def __init__(self, stemmer: str = "english", stopwords: str = "en") -> None:
         self.stemmer_name = stemmer
         self._stem = _stemmer(stemmer).stemWord if stemmer else None
-        self._stop = _STOP_EN if stopwords == "en" else frozenset()
+        self.stopwords: frozenset[str] = STOP_EN if stopwords == "en" else frozenset()
         self._cache: dict[str, str] = {}
 
     def _word(self, word: str) -> str | None:
         w = word.lower()
-        if w in self._stop:
+        if w in self.stopwords:
             return None
         if self._stem is None or not w.isalpha():
             return w  # identifiers and numbers are never stemmed
@@ -108,7 +115,7 @@ class Tokenizer:
         out: list[str] = []
         for raw in TOKEN_RE.findall(_NUM_SEP_RE.sub("", text)):
             raw = raw.strip("_")
-            parts = _split_compound(raw)
+            parts = split_compound(raw)
             if len(parts) > 1:
                 out.append(raw.lower())  # the identifier whole: "inv-4471", "getusername"
                 for part in parts:

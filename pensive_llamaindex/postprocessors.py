@@ -15,7 +15,7 @@ from typing import Any
 
 from pensive_core.errors import MissingDependencyError
 from pensive_core.postprocess import TIME_KEYS, Item, entity_boost, fit_budget, temporal_rescore
-from pensive_core.rerank import CrossEncoderReranker, Reranker, rerank
+from pensive_core.rerank import CrossEncoderReranker, Reranker, rerank_or_keep
 from pensive_core.timeutil import ensure_utc, to_iso
 
 try:
@@ -188,7 +188,8 @@ class TokenBudgetPostprocessor(BaseNodePostprocessor):
 
 
 class RerankPostprocessor(BaseNodePostprocessor):
-    """Reorder nodes by a reranker and keep the best ``top_n``.
+    """Reorder nodes by a reranker and keep the best ``top_n``; a reranker that fails leaves
+    the order as given (logged), as the core's rerank stage does.
 
     Args:
         model: A :class:`~pensive_core.rerank.Reranker`, the path of a local cross-encoder
@@ -230,5 +231,8 @@ class RerankPostprocessor(BaseNodePostprocessor):
         if self._reranker is None or not nodes:
             return [_rescored(n, n.score) for n in nodes[: self.top_n]]
         texts = [text for text, _, _ in _items(nodes)]
-        ranked = rerank(self._reranker, _query(query_bundle), texts, self.top_n)
+        # the core's fail-soft rerank: a reranker that fails leaves the order as given
+        ranked = rerank_or_keep(self._reranker, _query(query_bundle), texts, self.top_n)
+        if ranked is None:
+            return [_rescored(n, n.score) for n in nodes[: self.top_n]]
         return [_rescored(nodes[i], score) for i, score in ranked]

@@ -91,3 +91,15 @@ def wait_ready(url: str, timeout_s: float = 120.0) -> None:
             pass
         time.sleep(0.1)
     raise TimeoutError(f"no ready server at {url} after {timeout_s:g} s")
+
+
+def l2_state(p, text: str, k: int = 5, context=()):
+    """The L2 stages a question passes before temporal resolution (dense, BM25, fusion, the
+    graph and the learning boost), run one by one through the store's router: the candidate
+    lists, the fused order and the graph's seeds are in the returned QueryState."""
+    from pensive_core.query import QueryState
+
+    state = QueryState(text, k, context=tuple(context))
+    p.router.retrieval.run(state)
+    p.router.graph.run(state)
+    return state

@@ -196,7 +196,7 @@ def _pct(xs: list[float], q: float) -> float:
 def _present(p: Pensive, needles: list[Needle]) -> tuple[list[Needle], int]:
     """The needles whose every planted sentence the store holds, and the tokens it holds: for
     a store whose build was stopped part way (it commits every 500 documents)."""
-    db = p._archive.db
+    db = p.components.archive.db
     rows = db.execute(
         "SELECT c.text FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE d.indexed = 1"
     )
@@ -308,7 +308,7 @@ def peers(store: Path, k: int = 5) -> dict[str, Any]:
     p = Pensive(store)
     ids, texts, vecs = export_chunks(p)
     text_of = dict(zip(ids, texts))
-    embedder = p._get_embedder()
+    embedder = p.embedder
     embed: Callable[[str], np.ndarray] = embedder.embed_query
     out: dict[str, Any] = {}
     for name, builder in (

@@ -32,8 +32,14 @@ class VectorBackend(Protocol):
     language (or evaluates with :func:`pensive_core.filters.matches`).
     """
 
+    #: The backend's name, as ``[backend] name`` says it.
     name: str
+    #: The vector dimension.
     dim: int
+    #: The index structure in use: ``"flat"`` for exact search, anything else (``"hnsw"``,
+    #: ``"ivfpq"``, ``"ann"``) is approximate. The hot cache relies on it: with an approximate
+    #: index every insert may move other questions' results, so a commit invalidates them all.
+    kind: str
 
     def upsert(
         self,
@@ -62,6 +68,12 @@ class VectorBackend(Protocol):
 
     def count(self, *, namespace: str = "") -> int:
         """Number of vectors stored in the namespace."""
+        ...
+
+    def ids(self, *, namespace: str = "") -> set[str] | None:
+        """Every id stored in the namespace, or None when the backend cannot list them cheaply
+        (a managed service): recovery after a crash then asks :meth:`fetch` for the ids the
+        archive expects instead, and cannot find strays."""
         ...
 
     def persist(self) -> None:

@@ -209,6 +209,11 @@ class ChromaBackend:
         coll = self._collection(namespace)
         return 0 if coll is None else int(coll.count())
 
+    def ids(self, *, namespace: str = "") -> set[str] | None:
+        """None: listing every id of a managed service is not cheap (see
+        :meth:`~pensive_core.backends.VectorBackend.ids`)."""
+        return None
+
     def persist(self) -> None:
         """Chroma writes through: nothing to do."""
 

@@ -26,11 +26,11 @@ import numpy as np
 
 from ..config import FaissConfig
 from ..errors import BackendError, MissingDependencyError
+from ..files import atomic_write_bytes, load_npy, read_manifest, remove_stale, write_manifest
 from ..filters import Filter, MetadataIndex, canonical
-from ._files import atomic_write_bytes, load_npy, read_manifest, remove_stale, write_manifest
 from .base import check_namespace, check_upsert
 
-__all__ = ["FaissBackend"]
+__all__ = ["FaissBackend", "int_id"]
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,9 @@ def _faiss():  # type: ignore[no-untyped-def]
     return faiss
 
 
-def _int_id(sid: str) -> int:
+def int_id(sid: str) -> int:
+    """The non-negative int64 key a string id is stored under in a FAISS index (part of the
+    files' format: an index written by one release is read by the next)."""
     return int.from_bytes(hashlib.blake2b(sid.encode(), digest_size=8).digest(), "little") >> 1
 
 
@@ -245,7 +247,7 @@ class FaissBackend:
         sp = self._space(namespace, create=True)
         assert sp is not None
         sp.touched()
-        int_ids = np.array([_int_id(s) for s in ids], dtype=np.int64)
+        int_ids = np.array([int_id(s) for s in ids], dtype=np.int64)
         present = [i for i in int_ids.tolist() if i in sp.sid]
         for i, s, m in zip(int_ids.tolist(), ids, metas):
             sp.sid[i] = s
@@ -266,7 +268,7 @@ class FaissBackend:
         sp = self._space(namespace)
         if sp is None:
             return
-        int_ids = [i for i in (_int_id(s) for s in ids) if i in sp.sid]
+        int_ids = [i for i in (int_id(s) for s in ids) if i in sp.sid]
         if not int_ids:
             return
         sp.touched()
@@ -356,7 +358,7 @@ class FaissBackend:
             return {}
         out = {}
         for sid in ids:
-            i = _int_id(sid)
+            i = int_id(sid)
             if i in sp.sid:
                 out[sid] = sp.index.reconstruct(i)
         return out
@@ -377,6 +379,12 @@ class FaissBackend:
         if namespaces differ; what a first namespace would start with when there is none)."""
         kinds = {sp.kind for sp in self._spaces.values()} or {self._want_kind(0)}
         return next((k for k in ("hnsw", "ivfpq") if k in kinds), "flat")
+
+    def raw_index(self, *, namespace: str = "") -> Any:
+        """The namespace's FAISS index object, for inspection (None when the namespace is
+        empty); searching or changing it directly bypasses the id map."""
+        sp = self._space(namespace)
+        return None if sp is None else sp.index
 
     def memory_bytes(self, *, namespace: str = "") -> int:
         """Bytes the namespace's serialised index takes (the vectors and search structure)."""

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from ..files import load_npy, read_manifest, remove_stale, write_manifest
 from ..filters import Filter, MetadataIndex
-from ._files import load_npy, read_manifest, remove_stale, write_manifest
 from .base import check_namespace, check_upsert
 
 __all__ = ["MemoryBackend"]
@@ -133,6 +133,11 @@ class MemoryBackend:
         """Number of stored vectors in the namespace."""
         sp = self._space(namespace)
         return 0 if sp is None else len(sp.ids)
+
+    def ids(self, *, namespace: str = "") -> set[str] | None:
+        """Every stored id in the namespace (recovery reconciles them with the archive)."""
+        sp = self._space(namespace)
+        return set() if sp is None else set(sp.ids)
 
     def persist(self) -> None:
         """Write every namespace under a new generation, then swap the manifest."""

@@ -38,8 +38,8 @@ import numpy as np
 from ..config import PineconeConfig
 from ..errors import BackendError, ConfigError, InputError, MissingDependencyError
 from ..filters import And, Cmp, Filter, Or, to_mongo
-from ._retry import with_backoff
 from .base import check_namespace, check_upsert
+from .retry import with_backoff
 
 __all__ = ["PineconeBackend", "pinecone_filter"]
 
@@ -448,6 +448,11 @@ class PineconeBackend:
             for pid, vec in res.vectors.items():
                 out[_decode_id(pid)] = np.asarray(vec.values, dtype=np.float32)
         return out
+
+    def ids(self, *, namespace: str = "") -> set[str] | None:
+        """None: listing every id of a managed service is not cheap (see
+        :meth:`~pensive_core.backends.VectorBackend.ids`)."""
+        return None
 
     def count(self, *, namespace: str = "") -> int:
         """Number of vectors in the namespace (as Pinecone's index stats report it)."""

@@ -1,23 +1,18 @@
-"""Backends resolved by name, lazily, or as ``"module.path:Class"`` for a user's own."""
+"""Backends resolved by name, lazily, or as ``"module.path:Class"`` for a user's own
+(through the one plug-in resolver, :mod:`pensive_core.plugins`)."""
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
+from ..plugins import PLUG_KINDS, check_plugin, resolve_class
 from .base import VectorBackend
 
 __all__ = ["BACKENDS", "create_backend", "resolve_backend_class"]
 
-BACKENDS: dict[str, str] = {
-    "faiss": "pensive_core.backends.faiss:FaissBackend",
-    "memory": "pensive_core.backends.memory:MemoryBackend",
-    "chroma": "pensive_core.backends.chroma:ChromaBackend",
-    "pinecone": "pensive_core.backends.pinecone:PineconeBackend",
-    "weaviate": "pensive_core.backends.weaviate:WeaviateBackend",
-}
+#: Built-in backend names and the classes they stand for.
+BACKENDS: dict[str, str] = dict(PLUG_KINDS["backend"].names)
 
 
 def resolve_backend_class(name: str) -> type:
@@ -26,22 +21,7 @@ def resolve_backend_class(name: str) -> type:
     Raises:
         ConfigError: If the name is unknown or the class cannot be imported.
     """
-    target = BACKENDS.get(name, name)
-    if ":" not in target:
-        raise ConfigError(
-            f"backend.name {name!r} is unknown; use one of {sorted(BACKENDS)} or 'module.path:Class'"
-        )
-    module_name, _, attr = target.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if name in BACKENDS:
-            raise  # a MissingDependencyError from inside the module already names the extra
-        raise ConfigError(f"backend.name {name!r}: cannot import module {module_name!r}") from exc
-    cls = getattr(module, attr, None)
-    if cls is None:
-        raise ConfigError(f"backend.name {name!r}: {module_name!r} has no attribute {attr!r}")
-    return cls  # type: ignore[no-any-return]
+    return resolve_class("backend", name)
 
 
 def create_backend(name: str, folder: Path, dim: int, options: Any = None) -> VectorBackend:
@@ -52,6 +32,4 @@ def create_backend(name: str, folder: Path, dim: int, options: Any = None) -> Ve
     """
     cls = resolve_backend_class(name)
     backend = cls(folder=folder, dim=dim, options=options)
-    if not isinstance(backend, VectorBackend):
-        raise ConfigError(f"backend {name!r} ({cls.__qualname__}) does not implement VectorBackend")
-    return backend
+    return check_plugin("backend", backend, f"backend {name!r} ({cls.__qualname__})")  # type: ignore[no-any-return]

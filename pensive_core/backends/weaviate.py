@@ -39,8 +39,8 @@ import numpy as np
 from ..config import WeaviateConfig
 from ..errors import BackendError, ConfigError, InputError, MissingDependencyError
 from ..filters import FIELD_RE, And, Cmp, Filter, Or
-from ._retry import with_backoff
 from .base import check_namespace, check_upsert
+from .retry import with_backoff
 
 __all__ = ["WeaviateBackend", "DEFAULT_TENANT", "VECTOR_NAME"]
 
@@ -167,7 +167,6 @@ class WeaviateBackend:
     """
 
     name = "weaviate"
-    kind = "hnsw"  # Weaviate searches an HNSW graph: approximate
     kind = "hnsw"  # Weaviate searches an HNSW graph: approximate
 
     def __init__(
@@ -670,6 +669,11 @@ class WeaviateBackend:
                 if vec is not None:
                     out[str(o.properties[ID_PROP])] = np.asarray(vec, dtype=np.float32)
         return out
+
+    def ids(self, *, namespace: str = "") -> set[str] | None:
+        """None: listing every id of a managed service is not cheap (see
+        :meth:`~pensive_core.backends.VectorBackend.ids`)."""
+        return None
 
     def count(self, *, namespace: str = "") -> int:
         """Number of vectors stored in the namespace."""

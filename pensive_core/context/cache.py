@@ -12,11 +12,12 @@ from __future__ import annotations
 import sqlite3
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import Protocol
 
 from ..archive import write_transaction
 from ..timeutil import to_iso, utcnow
 
-__all__ = ["ContextCache", "SUMMARY_KEY"]
+__all__ = ["ContextCache", "ContextStore", "SUMMARY_KEY"]
 
 SUMMARY_KEY = "<summary>"
 """The chunk hash a document's summary is cached under (no content hash looks like it)."""
@@ -111,3 +112,24 @@ class ContextCache:
             else:
                 cur = self.db.execute("DELETE FROM context_cache WHERE generator = ?", (generator,))
         return cur.rowcount
+
+
+class ContextStore(Protocol):
+    """Cached situating contexts, persisted: what an LLM context generator reads and writes.
+    :class:`ContextCache` (a table in the store's SQLite file) is the embedded implementation."""
+
+    def get_many(self, keys: Sequence[tuple[str, str, str]]) -> dict[tuple[str, str, str], str]:
+        """The cached contexts of ``(doc_hash, chunk_hash, generator)`` keys (misses left out)."""
+        ...
+
+    def put_many(self, rows: Sequence[tuple[str, str, str, str]]) -> None:
+        """Store ``(doc_hash, chunk_hash, generator, context)`` rows."""
+        ...
+
+    def count(self) -> int:
+        """How many contexts are cached."""
+        ...
+
+    def clear(self, generator: str | None = None) -> int:
+        """Remove cached contexts (of one generator, if given); returns how many."""
+        ...

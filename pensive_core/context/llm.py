@@ -24,7 +24,7 @@ from typing import Any
 from ..chunking import content_hash
 from ..errors import ConfigError, InputError
 from .base import ContextGenerator, ContextRequest
-from .cache import SUMMARY_KEY, ContextCache
+from .cache import SUMMARY_KEY, ContextStore
 from .heuristic import HeuristicContextGenerator
 
 __all__ = [
@@ -289,7 +289,7 @@ class LLMContextGenerator:
         self,
         llm: Any,
         *,
-        cache: ContextCache | None = None,
+        cache: ContextStore | None = None,
         concurrency: int = 4,
         document_chars: int = _DOCUMENT_CHARS,
         max_chars: int = _MAX_CHARS,
@@ -335,7 +335,7 @@ class LLMContextGenerator:
             "fallback": 0,
         }
 
-    def use_cache(self, cache: ContextCache) -> None:
+    def use_cache(self, cache: ContextStore) -> None:
         """Keep contexts in ``cache`` from now on (the store's, when none was given)."""
         self.cache = cache
 

@@ -40,7 +40,7 @@ def bundled_minilm_path() -> Path:
 
 
 @contextlib.contextmanager
-def _quiet_transformers() -> Iterator[None]:
+def quiet_transformers() -> Iterator[None]:
     """Hide transformers' per-load "Loading weights" bar, restoring the caller's setting."""
     try:
         from transformers.utils import logging as tlog
@@ -107,7 +107,7 @@ class SentenceTransformerEmbedder:
         self._threads = threads or (os.cpu_count() or 1)
         self.batch_threads = batch_threads or (os.cpu_count() or 1)
         self._lock = threading.Lock()
-        with self._threads_set(self.batch_threads), _quiet_transformers():
+        with self._threads_set(self.batch_threads), quiet_transformers():
             # sentence-transformers wants the path as str; offline by construction (local folder)
             self._model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
         self.name = name
@@ -165,6 +165,32 @@ class SentenceTransformerEmbedder:
                 show_progress_bar=False,
             )
         return np.ascontiguousarray(vecs, dtype=np.float32)
+
+    @property
+    def model(self) -> Any:
+        """The loaded ``SentenceTransformer``."""
+        return self._model
+
+    @property
+    def pool(self) -> Any:
+        """The embedding worker pool (None when ``workers`` is 0)."""
+        return self._pool
+
+    @property
+    def query_encoder(self) -> Any:
+        """The onnxruntime encoder answering queries, or None (PyTorch answers them, or no
+        query has been embedded yet)."""
+        return self._onnx
+
+    def embed_torch(self, texts: Sequence[str], threads: int | None = None) -> np.ndarray:
+        """Embed through PyTorch in this process (no workers, no onnxruntime): the reference
+        the other paths are checked against.
+
+        Args:
+            texts: The passages.
+            threads: torch threads (None: ``batch_threads``).
+        """
+        return self._encode(list(texts), threads or self.batch_threads)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed passages into unit vectors."""

@@ -305,9 +305,9 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_interop_threads(1)
     from sentence_transformers import SentenceTransformer
 
-    from .sentence_transformers import _quiet_transformers
+    from .sentence_transformers import quiet_transformers
 
-    with _quiet_transformers():
+    with quiet_transformers():
         model = SentenceTransformer(model_dir, device="cpu", local_files_only=True)
 
     while True:

@@ -3,12 +3,15 @@
 from .activation import ActivationConfig, spread, top_chunks, transition
 from .aggregate import AggregateQuery, is_aggregation, parse_aggregation
 from .extract import EntityExtractor, Mention, RuleExtractor, merge_aliases, normalize_entity
-from .learning import BaseLevel, Hebbian, LearningConfig
+from .learning import BaseLevel, EdgeStrengths, Hebbian, LearningConfig, UseHistory
 from .spacy_extract import SpacyExtractor  # imports spaCy only when one is made
-from .store import EDGE_TYPES, SCHEMA_VERSION, GraphStore, GraphView, subject_key
+from .store import EDGE_TYPES, SCHEMA_VERSION, GraphStore, GraphTables, GraphView, subject_key
 
 __all__ = [
     "BaseLevel",
+    "EdgeStrengths",
+    "GraphTables",
+    "UseHistory",
     "Hebbian",
     "LearningConfig",
     "AggregateQuery",

@@ -30,6 +30,7 @@ __all__ = [
     "EntityExtractor",
     "Mention",
     "RuleExtractor",
+    "resolve_overlaps",
     "merge_aliases",
     "normalize_entity",
 ]
@@ -161,7 +162,7 @@ class RuleExtractor:
             for other in found:
                 masked[other.start : other.end] = " " * (other.end - other.start)
             found += self._names("".join(masked))
-        return _resolve_overlaps(found)
+        return resolve_overlaps(found)
 
     def _matches(self, pattern: re.Pattern[str], text: str, kind: str) -> list[Mention]:
         return [self._mention(m.group(0), kind, m.start(), m.end()) for m in pattern.finditer(text)]
@@ -191,7 +192,7 @@ class RuleExtractor:
         return out
 
 
-def _resolve_overlaps(mentions: list[Mention]) -> list[Mention]:
+def resolve_overlaps(mentions: list[Mention]) -> list[Mention]:
     """Keep the longest of overlapping mentions (earlier wins a tie), in position order."""
     kept: list[Mention] = []
     taken: list[tuple[int, int]] = []

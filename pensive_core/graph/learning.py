@@ -41,7 +41,7 @@ import math
 import sqlite3
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 import numpy as np
 from scipy import sparse
@@ -49,7 +49,7 @@ from scipy import sparse
 from ..archive import write_transaction
 from ..errors import ConfigError, InputError, PensiveError
 
-__all__ = ["BaseLevel", "Hebbian", "LearningConfig"]
+__all__ = ["BaseLevel", "EdgeStrengths", "Hebbian", "LearningConfig", "UseHistory"]
 
 DAY_S = 86_400.0
 
@@ -639,3 +639,43 @@ class Hebbian(_Table[tuple[str, str]]):
             lambda state: ({}, [e for e in state if e[0] in names or e[1] in names])
         )
         return len(gone)
+
+
+class UseHistory(Protocol):
+    """When each passage was used, persisted (ACT-R base level). :class:`BaseLevel` (a table
+    in the store's SQLite file) is the embedded implementation."""
+
+    def use(self, chunk_ids: Iterable[str], now: float) -> None:
+        """Record one use of each passage at ``now``."""
+        ...
+
+    def boost(self, scores: Sequence[tuple[str, float]], now: float) -> list[tuple[str, float]]:
+        """Scores raised by their passages' base levels, best first."""
+        ...
+
+    def forget(self, chunk_ids: Iterable[str]) -> int:
+        """Drop the traces of passages."""
+        ...
+
+
+class EdgeStrengths(Protocol):
+    """Learned extra weights of graph edges, persisted (Hebbian). :class:`Hebbian` (a table in
+    the store's SQLite file) is the embedded implementation."""
+
+    def strengthen(
+        self, paths: Iterable[tuple[str, str]], amount: float = 1.0, *, now: float
+    ) -> int:
+        """Strengthen each edge; returns how many changed."""
+        ...
+
+    def as_matrix(self, index: Mapping[str, int], n: int, now: float) -> sparse.csr_matrix:
+        """The learned weights at ``now`` as an ``n x n`` matrix."""
+        ...
+
+    def prune(self, now: float) -> int:
+        """Delete edges whose weight decayed below the floor."""
+        ...
+
+    def forget(self, node_names: Iterable[str]) -> int:
+        """Delete every learned edge from or to these nodes."""
+        ...

@@ -22,7 +22,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError, MissingDependencyError
-from .extract import Mention, RuleExtractor, _resolve_overlaps, normalize_entity
+from .extract import Mention, RuleExtractor, normalize_entity, resolve_overlaps
 
 if TYPE_CHECKING:
     from spacy.language import Language
@@ -154,7 +154,7 @@ class SpacyExtractor:
             ]
         # doc.ents never overlap and the rules resolve their own overlaps, so this only drops
         # entities with an empty normal form ("the") and puts everything in position order
-        return _resolve_overlaps(found)
+        return resolve_overlaps(found)
 
 
 def _load(spacy: ModuleType, model: str | os.PathLike[str]) -> Language:

@@ -26,7 +26,7 @@ import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from scipy import sparse
@@ -35,7 +35,7 @@ from ..archive import write_transaction
 from ..config import GRAPH_EDGES
 from .extract import EntityExtractor, merge_aliases, normalize_entity
 
-__all__ = ["EDGE_TYPES", "SCHEMA_VERSION", "GraphStore", "GraphView", "subject_key"]
+__all__ = ["EDGE_TYPES", "SCHEMA_VERSION", "GraphStore", "GraphTables", "GraphView", "subject_key"]
 
 EDGE_TYPES = GRAPH_EDGES  # the config validates edge weights against the same names
 #: Bumped when what is stored per document changes: a store built by another version is
@@ -249,6 +249,13 @@ class GraphStore:
         self.db.execute("DELETE FROM graph_entities WHERE chunks <= 0")
 
     # -- reading --------------------------------------------------------------------------
+    def documents(self) -> dict[str, set[str]]:
+        """Document -> the passage ids the graph holds (to bring it level with the archive)."""
+        out: dict[str, set[str]] = {}
+        for cid, did in self.db.execute("SELECT chunk_id, doc_id FROM graph_chunks"):
+            out.setdefault(did, set()).add(cid)
+        return out
+
     def counts(self) -> dict[str, int]:
         """Passages, entities and mentions stored."""
         one = self.db.execute
@@ -400,3 +407,52 @@ class GraphStore:
             m.sum_duplicates()
         adjacency = sum(mats.values(), sparse.csr_matrix((n, n), dtype=np.float32)).tocsr()
         return GraphView(nodes, kinds, len(chunks), len(entities), adjacency, mats)
+
+
+class GraphTables(Protocol):
+    """The entity graph's persistent part, as the engine uses it. :class:`GraphStore` (tables
+    in the store's SQLite file) is the embedded implementation.
+
+    Attributes:
+        touched_subjects: Subject keys of documents added, replaced or removed since the
+            caller last cleared it.
+        touched_names: Keys of entities named by passages added or removed since the caller
+            last cleared it.
+    """
+
+    touched_subjects: set[str]
+    touched_names: set[str]
+
+    def add_document(
+        self,
+        doc_id: str,
+        chunks: Sequence[tuple[str, int, str]],
+        extractor: EntityExtractor,
+        subject: str | None = None,
+    ) -> int:
+        """Replace a document's part of the graph with its passages' mentions."""
+        ...
+
+    def remove_document(self, doc_id: str) -> None:
+        """Take a document's passages and their mentions out of the graph."""
+        ...
+
+    def documents(self) -> dict[str, set[str]]:
+        """Document -> the passage ids the graph holds."""
+        ...
+
+    def mentioning(self, keys: Iterable[str]) -> set[str]:
+        """Passages naming any of the entity keys."""
+        ...
+
+    def rare(self, keys: Iterable[str], most: int) -> set[str]:
+        """Of ``keys``, those named by at most ``most`` passages."""
+        ...
+
+    def load(self) -> GraphView:
+        """The whole graph as sparse matrices."""
+        ...
+
+    def counts(self) -> dict[str, int]:
+        """Passages, entities and mentions."""
+        ...

@@ -25,14 +25,14 @@ from typing import Any
 
 import numpy as np
 
-from ..backends._files import (
+from ..config import BM25Config
+from ..files import (
     atomic_write_bytes,
     load_npy,
     read_manifest,
     remove_stale,
     write_manifest,
 )
-from ..config import BM25Config
 from ..tokenize import Tokenizer
 
 __all__ = ["BM25Index"]

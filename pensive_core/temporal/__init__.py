@@ -5,7 +5,7 @@ from .dates import DateMention, find_dates, parse_date
 from .intent import TimeIntent, parse_intent
 from .resolve import Resolution, TemporalKnobs, resolve, supported
 from .statements import RuleStatementExtractor, Statement, StatementExtractor, slot_key
-from .store import SCHEMA_VERSION, TemporalStore, TemporalView
+from .store import SCHEMA_VERSION, TemporalStore, TemporalTables, TemporalView
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -16,6 +16,7 @@ __all__ = [
     "StatementExtractor",
     "TemporalKnobs",
     "TemporalStore",
+    "TemporalTables",
     "TemporalView",
     "TimeIntent",
     "find_dates",

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from ..tokenize import Tokenizer
 from .dates import find_dates
@@ -48,8 +48,16 @@ class Statement:
     text: str = ""
 
 
+@runtime_checkable
 class StatementExtractor(Protocol):
-    """Anything that finds statements in a passage (rules by default; an LLM if given)."""
+    """Anything that finds statements in a passage (rules by default; an LLM if given).
+
+    Attributes:
+        name: Identifies the extractor and its settings; saved with the store, whose
+            statements are read again from the archive when it changes.
+    """
+
+    name: str
 
     def extract(self, text: str, reference: datetime | None = None) -> list[Statement]:
         """Statements in ``text``; ``reference`` resolves relative dates ("last week")."""

@@ -18,14 +18,14 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Protocol
 
 from ..archive import write_transaction
 from ..timeutil import ensure_utc, to_iso
 from .dates import find_dates
 from .statements import StatementExtractor
 
-__all__ = ["SCHEMA_VERSION", "TemporalStore", "TemporalView"]
+__all__ = ["SCHEMA_VERSION", "StatementRow", "TemporalStore", "TemporalTables", "TemporalView"]
 
 SCHEMA_VERSION = 4  # bumped when extraction changes: stores re-read their passages
 
@@ -62,7 +62,10 @@ def _ts(value: datetime | None) -> float | None:
 
 
 @dataclass
-class _Row:
+class StatementRow:
+    """One statement as the temporal view holds it (its passage, slot, value, flags, when it
+    held, and what supersedes it)."""
+
     seq: int
     chunk: str
     slot: str
@@ -86,7 +89,9 @@ class ChunkTime:
 class TemporalView:
     """Supersession computed over every statement: loaded once per commit, read-only."""
 
-    def __init__(self, rows: list[_Row], dates: dict[str, list[tuple[float, float]]]) -> None:
+    def __init__(
+        self, rows: list[StatementRow], dates: dict[str, list[tuple[float, float]]]
+    ) -> None:
         self.rows = rows
         self.chunks: dict[str, ChunkTime] = defaultdict(ChunkTime)
         for i, r in enumerate(rows):
@@ -116,7 +121,7 @@ class TemporalView:
                 statement has ``slot``, ``value``, ``correction`` and ``change``.
         """
         rows = [
-            _Row(
+            StatementRow(
                 i,
                 cid,
                 st.slot,
@@ -333,7 +338,7 @@ class TemporalStore:
     def load(self) -> TemporalView:
         """Every statement and date, with supersession computed."""
         rows = [
-            _Row(seq, cid, slot, value, bool(corr), bool(chg), t)
+            StatementRow(seq, cid, slot, value, bool(corr), bool(chg), t)
             for seq, cid, slot, value, corr, chg, t in self.db.execute(
                 "SELECT id, chunk_id, slot, value, correction, change, valid_from "
                 "FROM temporal_statements ORDER BY id"
@@ -356,3 +361,35 @@ def spans_fit(spans: Iterable[tuple[float, float]], start: float | None, end: fl
     lo = float("-inf") if start is None else start
     hi = float("inf") if end is None else end
     return any(s < hi and e > lo for s, e in spans)
+
+
+class TemporalTables(Protocol):
+    """Statements and dates, persisted, as the engine uses them. :class:`TemporalStore`
+    (tables in the store's SQLite file) is the embedded implementation."""
+
+    def add_document(
+        self,
+        doc_id: str,
+        passages: Sequence[tuple[str, str]],
+        timestamp: datetime | None,
+        extractor: StatementExtractor,
+        relative: bool = True,
+    ) -> None:
+        """Replace a document's statements and dates with those of its passages."""
+        ...
+
+    def remove_document(self, doc_id: str) -> None:
+        """Forget a document's statements and dates."""
+        ...
+
+    def documents(self) -> dict[str, set[str]]:
+        """Document -> the passage ids known here."""
+        ...
+
+    def load(self) -> TemporalView:
+        """Every statement and date, with supersession computed."""
+        ...
+
+    def counts(self) -> dict[str, int]:
+        """Statements and dates held."""
+        ...

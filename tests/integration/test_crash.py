@@ -65,7 +65,7 @@ def test_kill_during_recovery(tmp_path):
     store = tmp_path / "store"
     ops = workload(SEED, 0)
     allowed: dict = {}
-    for spec in ("Archive.delete:after:1", "Pensive._recover:after:1", "BM25Index.commit:mid:1"):
+    for spec in ("Archive.delete:after:1", "hook:recover:after:1", "BM25Index.commit:mid:1"):
         expect(allowed, ops, _killed_at(store, spec))
     assert check(store, allowed) == []
 
@@ -78,15 +78,15 @@ def test_checker_sees_a_corrupt_store(tmp_path):
     run_workload(store, SEED, 0)
     assert check(store) == []
     with Pensive(store, config=CONFIG) as p:  # a passage taken out of BM25 only
-        victim = sorted(p._bm25.ids())[0]
-        p._bm25.delete([victim])
+        victim = sorted(p.components.sparse.ids())[0]
+        p.components.sparse.delete([victim])
     bad = check(store)
     assert any(victim in b and "BM25" in b for b in bad), bad
     with Pensive(store, config=CONFIG) as p:  # put back; then a vector the archive never had
-        text = p._archive.chunks([victim])[victim].text
-        p._bm25.add(victim, text)
-        vec = p._backend.fetch([victim])[victim]
-        p._backend.upsert(["ghost#1"], vec[None, :], [{}])
+        text = p.components.archive.chunks([victim])[victim].text
+        p.components.sparse.add(victim, text)
+        vec = p.components.backend.fetch([victim])[victim]
+        p.components.backend.upsert(["ghost#1"], vec[None, :], [{}])
     bad = check(store)
     assert any("ghost#1" in b for b in bad), bad
     assert not any("BM25" in b for b in bad), bad

@@ -39,7 +39,7 @@ def _reader(path: str, ready, done, out) -> None:
                 res = p.query(q, k=3)
                 n += 1
                 for h in res.hits:
-                    doc = p._archive.document(h.doc_id)
+                    doc = p.components.archive.document(h.doc_id)
                     # a hit is always a real passage of a stored document (or an expansion of one)
                     assert doc is None or h.text in doc.text, (q, h)
                 if res.hits and res.hits[0].doc_id == "final":

@@ -79,7 +79,7 @@ def test_reindex_round_trip_through_every_backend(tmp_path, services, monkeypatc
     with Pensive(folder, config={**HASH_CONFIG, "backend": services["faiss"]}) as p:
         p.ingest(docs_corpus())
         before = {q: [h.chunk_id for h in p.query(q, k=3).hits] for q in QUESTIONS}
-        embedder = p._get_embedder()
+        embedder = p.embedder
 
         def no_embedding(*_a, **_k):
             raise AssertionError("reindex must not embed stored passages again")
@@ -125,8 +125,8 @@ def test_two_stores_share_one_service_apart_by_namespace(tmp_path, services, nam
             for q in ("Acme revenue billion", "arctic tern migration"):
                 res = p.query(q, k=5, filters={"topic": {"$ne": "nothing"}})
                 assert {h.doc_id for h in res.hits} <= set(tenants[tenant])
-                dense = p._backend.search(
-                    p._get_embedder().embed_query(q), 10, namespace=p.config.backend.namespace
+                dense = p.components.backend.search(
+                    p.embedder.embed_query(q), 10, namespace=p.config.backend.namespace
                 )
                 assert {c.split("#")[0] for c, _ in dense} == set(tenants[tenant])
     finally:

@@ -306,9 +306,9 @@ def test_faiss_store_written_before_namespaces_still_opens(tmp_path):
 
     vecs = unit(np.random.default_rng(22), 3)
     index = faiss.IndexIDMap2(faiss.IndexFlatIP(DIM))
-    from pensive_core.backends.faiss import _int_id
+    from pensive_core.backends.faiss import int_id
 
-    keys = [_int_id(s) for s in "abc"]
+    keys = [int_id(s) for s in "abc"]
     index.add_with_ids(vecs, np.array(keys, dtype=np.int64))
     faiss.write_index(index, str(tmp_path / "faiss-1.index"))
     np.save(tmp_path / "faiss-1.ids.npy", np.array(keys, dtype=np.int64))

@@ -242,7 +242,7 @@ def test_invalid_k(built):
 
 def test_langchain_embeddings_adapter_is_exact():
     pytest.importorskip("langchain_core")
-    emb = peers._langchain_query_embeddings(_Embedder())
+    emb = peers.langchain_query_embeddings(_Embedder())
     assert emb.embed_query(QUERY) == VECTORS[TARGET].tolist()
     with pytest.raises(RuntimeError):
         emb.embed_documents(["anything"])
@@ -250,7 +250,7 @@ def test_langchain_embeddings_adapter_is_exact():
 
 def test_llamaindex_embedding_adapter_is_exact():
     pytest.importorskip("llama_index.core")
-    emb = peers._llamaindex_query_embedding(_Embedder())
+    emb = peers.llamaindex_query_embedding(_Embedder())
     assert emb.get_query_embedding(QUERY) == VECTORS[TARGET].tolist()
     with pytest.raises(RuntimeError):
         emb.get_text_embedding("anything")

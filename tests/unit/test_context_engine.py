@@ -95,7 +95,7 @@ def test_changing_the_generator_reindexes_only_what_changed(tmp_path):
     with Pensive(tmp_path / "s", config=cfg(generator="heuristic")) as p:
         p.ingest(docs)
         assert p.ingest(docs).unchanged == 1
-        n = p._archive.counts()[1]
+        n = p.components.archive.counts()[1]
     with Pensive(tmp_path / "s", config=cfg(generator="none")) as p:
         r = p.ingest(docs)
         assert r.unchanged == 0 and r.updated == 1
@@ -151,8 +151,8 @@ def test_llm_failure_falls_back_and_is_counted(tmp_path):
     llm = CountingLLM(fail=True)
     with Pensive(tmp_path / "s", config=cfg(generator="llm"), llm=llm) as p:
         r = p.ingest([story()])
-        assert r.contexts_fallback == p._archive.counts()[1] > 0
-        contexts = p._archive.contexts("story")
+        assert r.contexts_fallback == p.components.archive.counts()[1] > 0
+        contexts = p.components.archive.contexts("story")
         key = next(c for cid, c in contexts.items() if c and "Anna Berg" in c)
         assert key  # the model-free context stood in
 
@@ -161,7 +161,7 @@ def test_long_context_is_clipped_to_fit(tmp_path):
     llm = CountingLLM(words=500)
     with Pensive(tmp_path / "s", config=cfg(generator="llm", max_tokens=20), llm=llm) as p:
         p.ingest([story()])
-        contexts = p._archive.contexts("story").values()
+        contexts = p.components.archive.contexts("story").values()
         assert all(0 < len(c.split()) <= 20 for c in contexts)
 
 
@@ -175,9 +175,9 @@ def test_records_get_their_own_generator(tmp_path):
     records = Document(id="rows", text=rows, metadata={"doc_type": "records", "title": "Tickets"})
     with Pensive(tmp_path / "s", config=cfg(generator="heuristic", records="none")) as p:
         r = p.ingest([records, story()])
-        assert all(c == "" for c in p._archive.contexts("rows").values())
-        assert any(p._archive.contexts("story").values())
-        assert r.contexts == sum(1 for c in p._archive.contexts("story").values() if c)
+        assert all(c == "" for c in p.components.archive.contexts("rows").values())
+        assert any(p.components.archive.contexts("story").values())
+        assert r.contexts == sum(1 for c in p.components.archive.contexts("story").values() if c)
 
 
 def test_bad_context_generator_is_rejected(tmp_path):
@@ -198,7 +198,7 @@ def test_user_generator_takes_the_place_of_auto(tmp_path):
 
     with Pensive(tmp_path / "s", config=HASH_CONFIG, context_generator=Upper()) as p:
         p.ingest([story()])
-        assert set(p._archive.contexts("story").values()) == {"THE FERRY SECRET"}
+        assert set(p.components.archive.contexts("story").values()) == {"THE FERRY SECRET"}
 
 
 def test_schema_2_store_is_migrated(tmp_path):
@@ -221,7 +221,9 @@ def test_a_llamaindex_llm_situates_passages_in_the_store(tmp_path):
     with Pensive(tmp_path / "s", config=cfg(generator="llm"), llm=llm) as p:
         r = p.ingest([story()])
         assert r.llm_calls > 0 and r.contexts_fallback == 0
-        assert set(p._archive.contexts("story").values()) == {"text text text text text text"}
+        assert set(p.components.archive.contexts("story").values()) == {
+            "text text text text text text"
+        }
 
 
 def test_a_langchain_chat_model_situates_passages_in_the_store(tmp_path):
@@ -233,6 +235,6 @@ def test_a_langchain_chat_model_situates_passages_in_the_store(tmp_path):
     )
     with Pensive(tmp_path / "s", config=cfg(generator="llm"), llm=model) as p:
         r = p.ingest([story()])
-        assert r.llm_calls == p._archive.counts()[1]
-        got = set(p._archive.contexts("story").values())
+        assert r.llm_calls == p.components.archive.counts()[1]
+        got = set(p.components.archive.contexts("story").values())
         assert all(c.startswith("Context number ") for c in got) and len(got) == r.llm_calls

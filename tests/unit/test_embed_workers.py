@@ -68,7 +68,7 @@ def store(tmp_path_factory):
 
     config = {"embedder": {"workers": 2, "batch_size": BATCH, "batch_threads": 2}}
     p = Pensive(tmp_path_factory.mktemp("workers") / "s", config=config)
-    embedder = p._get_embedder()
+    embedder = p.embedder
     model = getattr(embedder, "inner", embedder)  # behind a query cache, if any
     yield p, model
     p.close()

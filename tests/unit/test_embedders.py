@@ -92,10 +92,10 @@ def test_the_store_embeds_a_repeated_question_once(tmp_path):
         p.ingest([Document(id="a", text="Invoice INV-4471 was paid by bank transfer in May.")])
         p.query("was invoice INV-4471 paid?")
         assert "embed_ms" in p.query("was invoice INV-4471 paid?", k=3).timings
-        assert p._get_embedder().hits == 1
+        assert p.embedder.hits == 1
     off = {**cfg, "embedder": {"name": "hash", "dim": 64, "query_cache": 0}}
     with Pensive(tmp_path / "s", config=off) as p:
-        assert not hasattr(p._get_embedder(), "hits")
+        assert not hasattr(p.embedder, "hits")
 
 
 def test_ingest_reports_where_its_time_went(tmp_path):
@@ -122,10 +122,10 @@ def test_queries_go_through_onnxruntime_and_match_pytorch(minilm):
     pytest.importorskip("onnxruntime")
     for q in _QUESTIONS:
         fast = minilm.embed_query(q)
-        slow = minilm._encode([q], 1)[0]
+        slow = minilm.embed_torch([q], 1)[0]
         assert fast.shape == (384,) and fast.dtype == np.float32
         assert float(fast @ slow) >= 0.9999, q[:40]
-    assert minilm._onnx is not None  # onnx and onnxruntime come with the minilm extra
+    assert minilm.query_encoder is not None  # onnx and onnxruntime come with the minilm extra
 
 
 def test_the_exported_query_model_is_cached_and_a_torn_cache_file_is_replaced(
@@ -138,14 +138,14 @@ def test_the_exported_query_model_is_cached_and_a_torn_cache_file_is_replaced(
     monkeypatch.setenv("PENSIVE_CACHE_DIR", str(tmp_path))
 
     def ref(t):
-        return minilm._encode([t], 1)[0]
+        return minilm.embed_torch([t], 1)[0]
 
-    enc = OnnxQueryEncoder.build(bundled_minilm_path(), minilm._model, 1, ref)
+    enc = OnnxQueryEncoder.build(bundled_minilm_path(), minilm.model, 1, ref)
     assert enc is not None
     (cached,) = (tmp_path / "onnx").glob("*.onnx")
     size = cached.stat().st_size
     cached.write_bytes(cached.read_bytes()[: size // 3])  # a crash mid-write, say
-    again = OnnxQueryEncoder.build(bundled_minilm_path(), minilm._model, 1, ref)
+    again = OnnxQueryEncoder.build(bundled_minilm_path(), minilm.model, 1, ref)
     assert again is not None and cached.stat().st_size == size
     q = "where is the invoice?"
     assert float(again(q) @ ref(q)) >= 0.9999
@@ -163,4 +163,4 @@ def test_a_model_onnx_cannot_reproduce_stays_on_pytorch(minilm, tmp_path, monkey
         v = rng.standard_normal(384).astype(np.float32)
         return v / np.linalg.norm(v)
 
-    assert OnnxQueryEncoder.build(bundled_minilm_path(), minilm._model, 1, other_model) is None
+    assert OnnxQueryEncoder.build(bundled_minilm_path(), minilm.model, 1, other_model) is None

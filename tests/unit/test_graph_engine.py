@@ -5,9 +5,10 @@ from dataclasses import replace
 import pytest
 
 from pensive_core import Document, Pensive
-from pensive_core.engine import _says_any
 from pensive_core.graph import SCHEMA_VERSION
-from tests.conftest import HASH_CONFIG
+from pensive_core.query import QueryState
+from pensive_core.query.graph import says_any
+from tests.conftest import HASH_CONFIG, l2_state
 
 GRAPH = {**HASH_CONFIG, "graph": {"enabled": True}}
 
@@ -37,7 +38,7 @@ Q = "In which city was the director of Sinister born?"
 
 
 def graph_list(p):
-    _, lists, _ = p._retrieve(Q, {})
+    lists = l2_state(p, Q).lists
     return [c.split("#")[0] for c, _ in lists.get("graph", [])], lists
 
 
@@ -69,26 +70,26 @@ def test_question_entities_seed_the_passages_about_them(tmp_path):
     cfg = {**GRAPH, "graph": {"enabled": True, "query_entities": 1.0, "seed_hits": 0}}
     with Pensive(tmp_path, config=cfg) as p:
         p.ingest(DOCS)
-        _, lists, _ = p._retrieve("Where did Scott Derrickson grow up?", {})
+        lists = l2_state(p, "Where did Scott Derrickson grow up?").lists
     assert lists["graph"][0][0].split("#")[0] == "bio"
 
 
 def test_graph_follows_replace_and_delete(tmp_path):
     with Pensive(tmp_path, config=GRAPH) as p:
         p.ingest(DOCS)
-        assert p._graph.chunks_of("scott derrickson")
+        assert p.components.graph.chunks_of("scott derrickson")
         p.ingest([replace(DOCS[1], text="Jane Roe grew up in Denver, Colorado.")])
-        assert len(p._graph.chunks_of("scott derrickson")) == 1
+        assert len(p.components.graph.chunks_of("scott derrickson")) == 1
         p.delete("film")
-        assert p._graph.chunks_of("scott derrickson") == []
-        assert p._graph.chunks_of("sinister") == []
+        assert p.components.graph.chunks_of("scott derrickson") == []
+        assert p.components.graph.chunks_of("sinister") == []
 
 
 def test_enabling_the_graph_later_builds_it_from_the_archive(tmp_path):
     with Pensive(tmp_path, config={**HASH_CONFIG, "graph": {"enabled": False}}) as p:
         p.ingest(DOCS)
     with Pensive(tmp_path, config={"graph": {"enabled": True}}) as p:
-        assert p._graph.counts()["chunks"] == len(DOCS)
+        assert p.components.graph.counts()["chunks"] == len(DOCS)
         assert graph_list(p)[0][0] == "bio"
 
 
@@ -102,13 +103,13 @@ def test_graph_answers_respect_filters(tmp_path):
 def test_a_graph_from_another_version_is_rebuilt(tmp_path):
     with Pensive(tmp_path, config=GRAPH) as p:
         p.ingest(DOCS)
-        p._archive.db.execute("DELETE FROM graph_subjects")  # what version 1 stored
-        p._archive.set_meta("graph_version", 1)
+        p.components.archive.db.execute("DELETE FROM graph_subjects")  # what version 1 stored
+        p.components.archive.set_meta("graph_version", 1)
     with Pensive(tmp_path, config=GRAPH, read_only=True) as r:
-        assert r._graph is None  # a reader does not rebuild; it answers without the graph
+        assert r.components.graph is None  # a reader does not rebuild; it answers without the graph
         assert r.query(Q, k=2).hits
     with Pensive(tmp_path, config=GRAPH) as p:
-        assert p._archive.get_meta("graph_version") == SCHEMA_VERSION
+        assert p.components.archive.get_meta("graph_version") == SCHEMA_VERSION
         assert graph_list(p)[0][0] == "bio"
 
 
@@ -122,7 +123,7 @@ def test_the_cache_stays_exact_with_the_graph_on(tmp_path):
     ]
     with Pensive(tmp_path, config=cfg) as p:
         p.ingest(DOCS + filler)
-        assert p._graph is not None  # on by default
+        assert p.components.graph is not None  # on by default
         first = p.query(Q, k=3)
         assert p.query(Q, k=3).tier == "L1"
         p.ingest([Document(id="tea", text="Zed Quux likes tea.", metadata={"title": "Zed Quux"})])
@@ -133,8 +134,8 @@ def test_the_cache_stays_exact_with_the_graph_on(tmp_path):
         )
         p.ingest([more])
         fresh = p.query(Q, k=3)
-        film = p._archive.chunk_ids("film")
-        assert set(film) <= p._graph.mentioning({"scott derrickson"})
+        film = p.components.archive.chunk_ids("film")
+        assert set(film) <= p.components.graph.mentioning({"scott derrickson"})
     assert fresh.tier == "L2"  # the film, a candidate, names Scott Derrickson: answer dropped
 
 
@@ -155,7 +156,7 @@ def test_answers_refreshed_at_a_commit_see_that_commits_graph(tmp_path):
         p.query(q, k=10)
         p.ingest([more])
         cached = p.query(q, k=10)
-        fresh = p._answer(q, 10, None, {})
+        fresh = p.router.answer(QueryState(q, 10))
     assert cached.tier == "L1"  # refreshed at the commit, not dropped
     assert [h.chunk_id for h in cached.hits] == [h.chunk_id for h in fresh.hits]
     assert "bio2" in [h.doc_id for h in fresh.hits]  # reached through the film's director
@@ -189,9 +190,10 @@ def test_the_sentence_answering_the_first_hop_names_the_bridge(tmp_path):
     focused = {**GRAPH, "graph": {**graph, "focus": 1.0}}
     with Pensive(tmp_path, config=focused) as p:
         p.ingest(BRIDGE_DOCS)
-        fused, lists, _ = p._retrieve(BRIDGE_Q, {})
-        nodes = p._graph_state()[0].nodes
-        seeds = {nodes[r] for r in p._last_seeds}
+        state = l2_state(p, BRIDGE_Q)
+        fused, lists = state.fused, state.lists
+        nodes = p.components.graph_views.state()[0].nodes
+        seeds = {nodes[r] for r in state.seeds}
     assert fused[0].id.startswith("lead#")
     # the name in the matching sentence seeds; the names in the other sentences do not
     assert "e:hana kraind" in seeds and "e:pierre" not in seeds and "e:quorbel" not in seeds
@@ -199,7 +201,7 @@ def test_the_sentence_answering_the_first_hop_names_the_bridge(tmp_path):
     assert "lab" not in [c.split("#")[0] for c, _ in lists["bm25"]]  # only the graph finds it
     assert not any(c.startswith("n") for c in focused_graph)  # the other names lead nowhere
     with Pensive(tmp_path, config=plain) as p:
-        _, lists, _ = p._retrieve(BRIDGE_Q, {})
+        lists = l2_state(p, BRIDGE_Q).lists
     plain_graph = dict(lists["graph"])
     lab = next(c for c in focused_graph if c.startswith("lab#"))
     # without focus the bridge gets a fifth of the passage's share (it names five people)
@@ -237,4 +239,4 @@ def test_the_cache_stays_exact_with_the_focused_hop(tmp_path, news):
 
 
 def test_a_question_says_a_name_word_for_word():
-    assert _says_any(BRIDGE_Q, [" quorbel "]) and not _says_any(BRIDGE_Q, [" quor "])
+    assert says_any(BRIDGE_Q, [" quorbel "]) and not says_any(BRIDGE_Q, [" quor "])

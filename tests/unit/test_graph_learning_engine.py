@@ -4,7 +4,7 @@ import pytest
 
 from pensive_core import Document, Pensive
 from pensive_core.errors import InputError
-from tests.conftest import HASH_CONFIG
+from tests.conftest import HASH_CONFIG, l2_state
 from tests.unit.test_graph_engine import DOCS, Q
 
 LEARN = {
@@ -14,7 +14,9 @@ LEARN = {
 
 
 def tables(p):
-    rows = p._archive.db.execute("SELECT name FROM sqlite_master WHERE name LIKE 'graph_%'")
+    rows = p.components.archive.db.execute(
+        "SELECT name FROM sqlite_master WHERE name LIKE 'graph_%'"
+    )
     return {r[0] for r in rows}
 
 
@@ -22,7 +24,7 @@ def test_learning_is_off_by_default(tmp_path):
     with Pensive(tmp_path, config=HASH_CONFIG) as p:
         p.ingest(DOCS)
         p.query(Q, k=3)
-        assert p._learn is None
+        assert p.components.learning is None
         assert not {"graph_base_level", "graph_hebbian"} & tables(p)
 
 
@@ -31,21 +33,21 @@ def test_used_passages_rise_and_graph_edges_that_led_to_them_strengthen(tmp_path
         p.ingest(DOCS)
         first = p.query(Q, k=3)
         assert p.query(Q, k=3).tier == "L2"  # answers change with use: never cached
-        base, hebbian = p._learn
+        base, hebbian = p.components.learning.history, p.components.learning.edges
         used = [h.chunk_id for h in first.hits]
-        assert (base.value(used, p._learn_now(False)) > 0).all()
+        assert (base.value(used, p.components.learning.now(False)) > 0).all()
         # "bio" was reached from the film's passage through Scott Derrickson
-        film = p._archive.chunk_ids("film")[0]
-        bio = p._archive.chunk_ids("bio")[0]
-        now = p._learn_now(False)
+        film = p.components.archive.chunk_ids("film")[0]
+        bio = p.components.archive.chunk_ids("bio")[0]
+        now = p.components.learning.now(False)
         assert hebbian.weight(film, "e:scott derrickson", now) > 0
         assert hebbian.weight("e:scott derrickson", bio, now) > 0
         # a passage asked about again and again scores higher in every later answer
         probe = "who was born in a city"
-        before = {f.id.split("#")[0]: f.score for f in p._retrieve(probe, {})[0]}
+        before = {f.id.split("#")[0]: f.score for f in l2_state(p, probe).fused}
         for _ in range(5):
             assert p.query("Ada Park Leeds", k=1).hits[0].doc_id == "d0"
-        after = {f.id.split("#")[0]: f.score for f in p._retrieve(probe, {})[0]}
+        after = {f.id.split("#")[0]: f.score for f in l2_state(p, probe).fused}
     assert after["d0"] > before["d0"] * 1.05
     assert after["d2"] == before["d2"]  # never used: untouched
 
@@ -54,11 +56,11 @@ def test_deleting_forgets_what_was_learned(tmp_path):
     with Pensive(tmp_path, config=LEARN) as p:
         p.ingest(DOCS)
         p.query(Q, k=3)
-        bio = p._archive.chunk_ids("bio")[0]
+        bio = p.components.archive.chunk_ids("bio")[0]
         p.delete("bio")
-        base, hebbian = p._learn
-        assert base.value([bio], p._learn_now(False))[0] == 0
-        assert hebbian.weight("e:scott derrickson", bio, p._learn_now(False)) == 0
+        base, hebbian = p.components.learning.history, p.components.learning.edges
+        assert base.value([bio], p.components.learning.now(False))[0] == 0
+        assert hebbian.weight("e:scott derrickson", bio, p.components.learning.now(False)) == 0
 
 
 def test_learning_is_deterministic(tmp_path):
@@ -77,18 +79,18 @@ def test_a_reader_learns_nothing_but_sees_the_writers_learning(tmp_path):
         p.ingest(DOCS)
         p.query(Q, k=3)
         with Pensive(tmp_path, config=LEARN, read_only=True) as r:
-            before = len(r._learn[0])
+            before = len(r.components.learning.history)
             r.query("Ada Park Leeds", k=1)
-            assert len(r._learn[0]) == before > 0
+            assert len(r.components.learning.history) == before > 0
 
 
 def test_context_raises_what_it_names_and_never_lowers(tmp_path):
     talk = ("We were just talking about Scott Derrickson.",)
     with Pensive(tmp_path, config=HASH_CONFIG) as p:
         p.ingest(DOCS)
-        _, plain, _ = p._retrieve(Q, {})
-        _, ctx, _ = p._retrieve(Q, {}, context=talk)
-        _, other, _ = p._retrieve(Q, {}, context=("Ada Park was here.",))
+        plain = l2_state(p, Q).lists
+        ctx = l2_state(p, Q, context=talk).lists
+        other = l2_state(p, Q, context=("Ada Park was here.",)).lists
         assert p.query(Q, k=3).tier == "L2" and p.query(Q, k=3).tier == "L1"
         res = p.query(Q, k=3, context=list(talk))  # with a context: never from the cache
         with pytest.raises(InputError, match="context"):
@@ -115,9 +117,9 @@ def test_recall_cycles_seed_from_what_the_last_cycle_recalled(tmp_path):
     two = {**HASH_CONFIG, "graph": {"seed_hits": 1, "cycles": 2}}
     with Pensive(tmp_path, config=one) as p:
         p.ingest(chain)
-        _, l1, _ = p._retrieve(q, {})
+        l1 = l2_state(p, q).lists
     with Pensive(tmp_path, config=two) as p:
-        _, l2, _ = p._retrieve(q, {})
+        l2 = l2_state(p, q).lists
     reached1 = {c.split("#")[0] for c, _ in l1.get("graph", [])}
     reached2 = {c.split("#")[0] for c, _ in l2.get("graph", [])}
     assert "c" not in reached1 and "c" in reached2

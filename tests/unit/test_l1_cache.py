@@ -84,9 +84,9 @@ def test_any_content_change_invalidates(tmp_path, change, refresh):
         res = p.query(q)
         # never the stale answer: dropped, or answered again at the commit
         assert res.tier == ("L1" if refresh else "L2")
-        l1, p._l1 = p._l1, None
+        l1, p.components.l1 = p.components.l1, None
         assert [h.chunk_id for h in p.query(q).hits] == [h.chunk_id for h in res.hits]
-        p._l1 = l1
+        p.components.l1 = l1
         ids = {h.doc_id for h in res.hits}
         assert ("tea2" in ids) if change == "add" else True
         assert ("tea" not in ids) if change == "delete" else True

@@ -13,9 +13,12 @@ DOCS = [
 
 
 def _scans(monkeypatch):
+    """Record the scans the derive stage makes when a store opens behind its archive."""
+    from pensive_core.ingest import derive
+
     seen = []
-    monkeypatch.setattr(Pensive, "_sync_graph", lambda self: seen.append("graph"))
-    monkeypatch.setattr(Pensive, "_sync_temporal", lambda self: seen.append("temporal"))
+    monkeypatch.setattr(derive, "sync_graph", lambda comps: seen.append("graph"))
+    monkeypatch.setattr(derive, "sync_temporal", lambda comps: seen.append("temporal"))
     return seen
 
 
@@ -40,7 +43,7 @@ def test_a_commit_made_with_a_feature_off_is_caught_up_on_the_next_open(tmp_path
         if off == "graph":
             assert st["graph"]["chunks"] == st["chunks"]
         else:
-            docs = p._temporal.documents()
+            docs = p.components.temporal.documents()
             assert set(docs) == {d.id for d in DOCS}
 
 

@@ -272,13 +272,13 @@ def test_long_word_of_uneven_characters_is_cut_to_fit():
 
 
 def _split_compound_slow(raw: str) -> list[str]:
-    """``_split_compound`` without its plain-word fast path: the reference it must equal."""
-    if tokenize_mod._is_number(raw):
+    """``split_compound`` without its plain-word fast path: the reference it must equal."""
+    if tokenize_mod.is_number(raw):
         return [raw]
     parts: list[str] = []
-    for piece in tokenize_mod._SEP_RE.split(raw):
+    for piece in tokenize_mod.SEP_RE.split(raw):
         if piece:
-            parts.extend(p for p in tokenize_mod._CAMEL_RE.split(piece) if p)
+            parts.extend(p for p in tokenize_mod.CAMEL_RE.split(piece) if p)
     return parts
 
 
@@ -293,19 +293,19 @@ token_like = st.one_of(
 @PROPS
 @given(raw=token_like)
 def test_split_compound_fast_path_equals_slow_path_on_words(raw):
-    assert tokenize_mod._split_compound(raw) == _split_compound_slow(raw)
+    assert tokenize_mod.split_compound(raw) == _split_compound_slow(raw)
 
 
 @PROPS
 @given(text=st.one_of(text_or_prose, st.lists(token_like).map(" ".join)))
 def test_tokenize_fast_path_equals_slow_path(text):
     fast = Tokenizer().tokenize(text)
-    original = tokenize_mod._split_compound
-    tokenize_mod._split_compound = _split_compound_slow
+    original = tokenize_mod.split_compound
+    tokenize_mod.split_compound = _split_compound_slow
     try:
         slow = Tokenizer().tokenize(text)
     finally:
-        tokenize_mod._split_compound = original
+        tokenize_mod.split_compound = original
     assert fast == slow
 
 
@@ -323,7 +323,7 @@ def test_tokenize_is_deterministic_lowercase_and_stopword_free(text):
 
 @PROPS
 @given(
-    words=st.lists(st.sampled_from(sorted(tokenize_mod._STOP_EN)), max_size=8),
+    words=st.lists(st.sampled_from(sorted(tokenize_mod.STOP_EN)), max_size=8),
     case=st.sampled_from([str.lower, str.upper, str.title]),
     sep=st.sampled_from([" ", ", ", "\n", " -- "]),
 )

@@ -35,11 +35,11 @@ def _corpus():
 
 def _fresh(p, text, k=5):
     """What L2 answers right now, bypassing the cache."""
-    l1, p._l1 = p._l1, None
+    l1, p.components.l1 = p.components.l1, None
     try:
         return [h.chunk_id for h in p.query(text, k=k).hits]
     finally:
-        p._l1 = l1
+        p.components.l1 = l1
 
 
 def test_unrelated_ingest_keeps_the_entry_and_related_ingest_drops_it(tmp_path):
@@ -234,7 +234,7 @@ def test_query_stats_flush_while_another_thread_ingests(tmp_path):
     same connection (seen as "cannot start a transaction within a transaction")."""
     with Pensive(tmp_path, config=L1_CONFIG) as p:
         p.ingest(docs_corpus())
-        p._stats.flush_every = 1
+        p.components.stats.flush_every = 1
         errors: list[BaseException] = []
         stop = threading.Event()
 

@@ -259,26 +259,29 @@ def test_dense_only_and_bm25_only(tmp_path):
             assert all(set(h.sources) == {source} for h in hits)
 
 
-def test_interrupted_ingest_is_reindexed_on_open(tmp_path, monkeypatch):
+def test_interrupted_ingest_is_reindexed_on_open(tmp_path):
     """A crash after the archive write but before the indexes are saved loses nothing."""
-    from pensive_core.engine import Pensive as Engine
+    from pensive_core import hooks
 
     with Pensive(tmp_path, config=HASH_CONFIG) as p:
         p.ingest(docs_corpus()[:2])
     p = Pensive(tmp_path)
 
-    def crash(self):
-        raise KeyboardInterrupt("killed mid-ingest")
+    def crash(point, event):
+        if point == "commit" and event == "enter":
+            raise KeyboardInterrupt("killed mid-ingest")
 
-    monkeypatch.setattr(Engine, "_commit", crash)
-    with pytest.raises(KeyboardInterrupt):
-        p.ingest(docs_corpus()[2:])
-    monkeypatch.undo()
-    p._archive.close()  # abandon the process state without saving anything more
-    p._writer_lock.close()  # as a killed process would: the OS drops its lock
+    remove = hooks.add_listener(crash)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            p.ingest(docs_corpus()[2:])
+    finally:
+        remove()
+    p.components.archive.close()  # abandon the process state without saving anything more
+    p.components.storage.unlock_writer()  # as a killed process would: the OS drops its lock
     with Pensive(tmp_path) as again:
         assert again.stats()["documents"] == 8
         assert again.query("INV-4471", k=1).hits[0].doc_id == "inv"
         assert again.query("arctic tern", k=1).hits[0].doc_id == "bird"
-        assert again._archive.unindexed() == []
+        assert again.components.archive.unindexed() == []
         assert again.ingest(docs_corpus()).unchanged == 8

@@ -14,7 +14,7 @@ from pensive_core.temporal import (
     resolve,
     slot_key,
 )
-from pensive_core.temporal.store import TemporalView, _Row
+from pensive_core.temporal.store import StatementRow, TemporalView
 from tests.conftest import HASH_CONFIG
 
 U = timezone.utc
@@ -119,7 +119,7 @@ def test_intent_kinds():
 
 # -- supersession -------------------------------------------------------------------------
 def _view(*rows):
-    return TemporalView([_Row(n, *r) for n, r in enumerate(rows, 1)], {})
+    return TemporalView([StatementRow(n, *r) for n, r in enumerate(rows, 1)], {})
 
 
 def test_the_newer_valid_statement_supersedes_and_a_correction_wins_a_tie():
@@ -275,7 +275,7 @@ def test_relative_dates_in_a_chat_resolve_against_its_date(tmp_path):
                 ),
             ]
         )
-        view = p._temporal_view()
+        view = p.components.temporal_views.view()
         turn = p.query("support group", k=2).hits
         spans = view.dates_of(next(h for h in turn if h.doc_id == "turn").chunk_id)
         assert (

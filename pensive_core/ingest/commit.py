@@ -1,0 +1,161 @@
+"""The commit and recovery protocol: how a change becomes durable, and how a store opened
+after a crash finishes what was left half done.
+
+A change (ingest, replacement, delete) marks the archive dirty before it starts
+(:meth:`Committer.before_change`). Its archive rows are written with ``indexed=0``; the commit
+persists BM25 and the vectors, then marks the rows indexed and clears the dirty mark in one
+transaction, moving the commit number (readers reload when it moves), then drops exactly the
+cached answers the change could alter (:mod:`.invalidate`). A crash anywhere leaves either the
+old commit or the new one: a store opened dirty is reconciled (strays out of the indexes,
+documents the indexes lack marked pending) and its pending documents are indexed again from
+the archive. A passage the indexes know but the archive does not is never shown.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .. import hooks
+from ..archive import INDEXED
+from ..types import Document
+from .changes import ChangeSet
+from .invalidate import L1Invalidation
+
+if TYPE_CHECKING:
+    from ..components import Components
+
+__all__ = ["Committer"]
+
+log = logging.getLogger(__name__)
+
+
+class Committer:
+    """Commits the writer's changes and recovers from interrupted ones.
+
+    Attributes:
+        changes: What changed since the last commit.
+        invalidation: Drops (and refreshes) the cached answers a commit could change.
+    """
+
+    def __init__(self, comps: Components, invalidation: L1Invalidation) -> None:
+        self.comps = comps
+        self.changes = ChangeSet()
+        self.invalidation = invalidation
+
+    def before_change(self) -> None:
+        """Before content changes: know which passages are superseded now, so the commit can
+        tell which ones it superseded (or freed) and drop the cached answers holding them.
+
+        Also marks a change in flight in the archive (cleared when it commits): a store opened
+        with the mark set reconciles its indexes with the archive (see :meth:`recover`)."""
+        comps = self.comps
+        comps.archive.mark_dirty()
+        if (
+            comps.temporal_views is not None
+            and comps.l1 is not None
+            and comps.temporal_views.signature is None
+            and comps.l1.stats().get("entries")
+        ):
+            comps.temporal_views.snapshot()
+
+    def commit(self) -> None:
+        """Persist the indexes, mark the archive indexed, move the commit number and
+        invalidate L1 (see the module docstring)."""
+        comps, changes = self.comps, self.changes
+        with hooks.announce("commit"):
+            comps.sparse.commit()
+            if comps.backend is not None:
+                comps.backend.persist()
+            if comps.learning is not None and changes.removed:
+                comps.learning.forget(changes.removed)
+            commit = comps.archive.mark_indexed(changes.changed)
+            # the graph and statements were kept in step by this change: opening needs no scan
+            for name, kept in (("graph_synced", comps.graph), ("temporal_synced", comps.temporal)):
+                if kept is not None:
+                    comps.archive.set_meta(name, commit)
+            # the new commit number first: answers refreshed below must see this commit's
+            # graph and filter caches (they are keyed by it), not the ones from before
+            comps.commit_no = commit
+            if comps.l1 is not None and changes.changed:
+                with hooks.announce("l1-invalidate"):
+                    self.invalidation.invalidate(commit, changes)
+            self.clear()
+
+    def clear(self) -> None:
+        """Forget the changes (and what the graph noted as touched)."""
+        self.changes.clear()
+        graph = self.comps.graph
+        if graph is not None:
+            graph.touched_subjects.clear()
+            graph.touched_names.clear()
+
+    def recover(self, reindex: Callable[[list[Document]], Any]) -> int:
+        """Finish what a killed process left half done; returns how many documents were
+        indexed again (through ``reindex``, the ingest pipeline).
+
+        A clean store costs one meta read here. A dirty one is reconciled
+        (:meth:`reconcile`); then documents left unconfirmed (indexed=0) are indexed again
+        from the archive, and the commit persists it all and clears the mark.
+        """
+        comps = self.comps
+        with hooks.announce("recover"):
+            dirty = comps.archive.is_dirty()
+            if dirty:
+                self.reconcile()
+            pending = comps.archive.unindexed()
+            if not pending:
+                if dirty:
+                    self.commit()
+                return 0
+            log.warning("re-indexing %d document(s) left by an interrupted ingest", len(pending))
+            docs = [d for d in (comps.archive.document(i) for i in pending) if d is not None]
+            reindex(docs)
+            return len(docs)
+
+    def reconcile(self) -> None:
+        """Bring BM25 and the vectors level with the archive after an interrupted change.
+
+        Passages either index holds that no indexed or pending document lists (a delete or
+        a replacement whose archive side committed before the index files did) are removed;
+        a document whose passages either index lacks is marked pending, to be indexed again.
+        Cached answers may name passages that are gone or hold what changed: all are dropped,
+        and the commit number moves so readers reload.
+        """
+        comps = self.comps
+        listed = comps.archive.index_chunks()
+        ns = comps.config.backend.namespace
+        sparse = comps.sparse.ids()
+        gone = sparse - listed.keys()
+        dense: set[str] = set()
+        if comps.backend is not None:
+            have = comps.backend.ids(namespace=ns)
+            if have is not None:
+                dense = have
+            else:  # a backend that cannot list its ids: ask for the ones that should be there
+                want = sorted(listed)
+                for i in range(0, len(want), 1000):
+                    dense.update(comps.backend.fetch(want[i : i + 1000], namespace=ns))
+            gone |= dense - listed.keys()
+            if gone:
+                comps.backend.delete(sorted(gone), namespace=ns)
+        if gone:
+            comps.sparse.delete(sorted(gone))
+            self.changes.removed.extend(sorted(gone))
+        missing = {
+            did
+            for cid, (did, flag) in listed.items()
+            if flag == INDEXED and (cid not in sparse or cid not in dense)
+        }
+        if missing:
+            comps.archive.mark_pending(missing)
+        log.warning(
+            "recovering from an interrupted change: %d stray passage(s) removed, %d document(s) "
+            "to index again",
+            len(gone),
+            len(missing),
+        )
+        if comps.l1 is not None:
+            comps.l1.invalidate_all(comps.commit_no)
+        self.changes.changed = True

@@ -1,0 +1,110 @@
+"""The plan stage: the one place ingest input is checked, and what each document needs.
+
+Documents stream in batches; each is compared with what the archive holds under its id (its
+content hash, metadata, timestamp, how it was indexed and with which context generator): an
+identical one is skipped, a new or changed one is chunked. Which passages can keep their
+stored vectors is decided once their contexts are known (:func:`reuse`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..archive import ARCHIVE_ONLY, INDEXED, metadata_json
+from ..chunking import chunk_text, content_hash
+from ..context.base import ContextGenerator
+from ..embedders.base import Embedder
+from ..errors import InputError
+from ..timeutil import to_iso
+from ..types import Chunk, Document
+from .changes import IngestCounts
+
+if TYPE_CHECKING:
+    from ..components import Components
+
+__all__ = ["BATCH", "DocPlan", "batches", "plan_batch"]
+
+BATCH = 256  # documents per batch: what is chunked, situated and embedded together
+
+
+@dataclass(frozen=True)
+class DocPlan:
+    """A document that needs indexing.
+
+    Attributes:
+        doc: The document.
+        doc_hash: Its content hash.
+        chunks: Its passages.
+        generator: The context generator that situates it (None: no contexts).
+        old: The stored fingerprint it replaces (None: a new document).
+    """
+
+    doc: Document
+    doc_hash: str
+    chunks: list[Chunk]
+    generator: ContextGenerator | None
+    old: Any
+
+
+def batches(documents: Iterable[Any]) -> Iterator[list[Document]]:
+    """Documents in batches of :data:`BATCH`; the same id twice in one call: the last wins.
+
+    Raises:
+        InputError: If an item is not a :class:`~pensive_core.types.Document` (raised when
+            it is reached: the batches before it are ingested).
+    """
+    if isinstance(documents, Document):
+        documents = [documents]
+    batch: dict[str, Document] = {}
+    for doc in documents:
+        if not isinstance(doc, Document):
+            raise InputError(
+                f"ingest() takes Document objects, got {type(doc).__name__}; "
+                "wrap text as Document(id=..., text=...)"
+            )
+        batch[doc.id] = doc  # the same id twice in one call: the last one wins
+        if len(batch) >= BATCH:
+            yield list(batch.values())
+            batch = {}
+    if batch:
+        yield list(batch.values())
+
+
+def plan_batch(
+    comps: Components,
+    docs: list[Document],
+    embedder: Embedder,
+    generator_for: Any,
+    archive_only: bool,
+    counts: IngestCounts,
+) -> list[DocPlan]:
+    """The documents of a batch that need indexing, chunked (identical ones are counted as
+    unchanged and left out)."""
+    ccfg = comps.config.chunking
+    window = max(1, embedder.max_tokens - ccfg.reserve_tokens)
+    window = min(ccfg.max_tokens or window, window)
+    out: list[DocPlan] = []
+    for doc in docs:
+        doc_hash = content_hash(doc.text)
+        old = comps.archive.fingerprint(doc.id)
+        want = ARCHIVE_ONLY if archive_only else INDEXED
+        gen = None if archive_only else generator_for(doc)
+        gen_name = gen.name if gen is not None else ""
+        meta = metadata_json(doc.metadata)
+        if old == (doc_hash, meta, to_iso(doc.timestamp), want, gen_name):
+            counts.unchanged += 1
+            continue
+        chunks = chunk_text(
+            doc.id,
+            doc.text,
+            max_tokens=window,
+            count_tokens=embedder.count_tokens,
+            min_tokens=ccfg.min_tokens,
+            target_tokens=ccfg.target_tokens,
+            method=ccfg.method,
+            overlap=ccfg.overlap_sentences,
+        )
+        out.append(DocPlan(doc, doc_hash, chunks, gen, old))
+    return out

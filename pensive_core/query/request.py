@@ -1,0 +1,113 @@
+"""Request validation: the one place a query's inputs are checked.
+
+:func:`make_request` turns what :meth:`Pensive.query <pensive_core.Pensive.query>` was given
+into a :class:`QueryRequest`, or raises :class:`~pensive_core.errors.InputError` naming what
+was wrong. Conversation recall and the server validate through the same functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ..errors import InputError
+from ..filters import Filter, parse_filter
+from ..timeutil import ensure_utc
+
+__all__ = [
+    "MAX_K",
+    "MAX_QUERY_CHARS",
+    "QueryRequest",
+    "make_request",
+    "validate_context",
+    "validate_k",
+    "validate_query",
+]
+
+MAX_QUERY_CHARS = 20_000
+MAX_K = 1_000
+
+
+@dataclass(frozen=True)
+class QueryRequest:
+    """A validated query.
+
+    Args:
+        text: The question.
+        k: How many passages to return.
+        cutoff: ``as_of`` made tz-aware UTC (None: no cutoff).
+        where: The parsed metadata filter (None: none).
+        context: Non-empty context pieces (recent turns, say).
+    """
+
+    text: str
+    k: int
+    cutoff: datetime | None = None
+    where: Filter | None = None
+    context: tuple[str, ...] = ()
+
+
+def validate_query(text: Any) -> str:
+    """A query's text: a non-blank ``str`` of at most :data:`MAX_QUERY_CHARS` characters.
+
+    Raises:
+        InputError: Otherwise.
+    """
+    if not isinstance(text, str):
+        raise InputError(f"query must be a str, got {type(text).__name__}")
+    if not text.strip():
+        raise InputError("query is empty")
+    if len(text) > MAX_QUERY_CHARS:
+        raise InputError(f"query is {len(text)} characters; the limit is {MAX_QUERY_CHARS}")
+    return text
+
+
+def validate_k(k: Any) -> int:
+    """How many results: an ``int`` (not a bool) from 1 to :data:`MAX_K`.
+
+    Raises:
+        InputError: Otherwise.
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+        raise InputError(f"k must be an int between 1 and {MAX_K}, got {k!r}")
+    return k
+
+
+def validate_context(context: Any) -> tuple[str, ...]:
+    """A query's context: a sequence of strings (a bare string is one piece), each limited
+    like a query; None is no context. Blank pieces are dropped.
+
+    Raises:
+        InputError: On another type, more than 100 pieces or an over-long piece.
+    """
+    if context is None:
+        return ()
+    if isinstance(context, str):
+        context = [context]
+    if not isinstance(context, (list, tuple)) or not all(isinstance(c, str) for c in context):
+        raise InputError("context must be a str or a list of str")
+    if len(context) > 100 or any(len(c) > MAX_QUERY_CHARS for c in context):
+        raise InputError(f"context is limited to 100 pieces of {MAX_QUERY_CHARS} characters each")
+    return tuple(c for c in context if c.strip())
+
+
+def make_request(
+    text: Any,
+    k: Any,
+    as_of: datetime | None,
+    filters: Mapping[str, Any] | None,
+    context: Any,
+) -> QueryRequest:
+    """Validate a query's inputs, in the order they are named.
+
+    Raises:
+        InputError: On an empty, over-long or non-string query, a bad ``k``, an ``as_of``
+            that is not a datetime, a malformed filter or a bad context.
+    """
+    text = validate_query(text)
+    k = validate_k(k)
+    cutoff = ensure_utc(as_of)
+    where = parse_filter(filters)
+    return QueryRequest(text, k, cutoff, where, validate_context(context))

@@ -1,0 +1,189 @@
+"""The embedded storage engine: one folder on one machine, one writer process at a time.
+
+``pensive.sqlite`` (WAL) holds the archive, passages, metadata, graph, statements, learning
+tables, query statistics and the context cache; ``l1.sqlite`` the hot cache; ``bm25/`` the
+sparse index's segments; ``vectors*/`` the vector backend's files (or nothing, for a managed
+service); ``conversations/`` one folder per session. Writers take an advisory lock on
+``writer.lock``; readers take none.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from ..archive import Archive
+from ..backends.base import VectorBackend
+from ..backends.registry import create_backend
+from ..cache import L1Cache
+from ..config import BM25Config, RouterConfig
+from ..context.cache import ContextCache
+from ..errors import PensiveError
+from ..graph.learning import BaseLevel, Hebbian, LearningConfig
+from ..graph.store import GraphStore
+from ..sparse.base import SparseIndex
+from ..sparse.bm25 import BM25Index
+from ..stats import RouterStats
+from ..temporal.store import TemporalStore
+
+__all__ = ["EmbeddedStorage", "ARCHIVE_FILE"]
+
+ARCHIVE_FILE = "pensive.sqlite"
+
+
+class EmbeddedStorage:
+    """SQLite and files in the store's folder (see the module docstring).
+
+    Args:
+        path: The store folder.
+        read_only: Open to read while another process writes.
+    """
+
+    name = "embedded"
+
+    def __init__(self, path: Path, read_only: bool) -> None:
+        self.path = path
+        self.read_only = read_only
+        self.archive: Archive | None = None
+        self._lock_handle: Any = None
+
+    def exists(self) -> bool:
+        """Whether the folder holds a store."""
+        return (self.path / ARCHIVE_FILE).is_file()
+
+    # -- the writer lock ------------------------------------------------------------------------
+    def lock_writer(self) -> None:
+        """Take the store's writer lock (released by :meth:`unlock_writer` or when the process
+        ends); a reader takes none.
+
+        Raises:
+            PensiveError: If another process (or another Pensive object) holds it.
+        """
+        if self.read_only or self._lock_handle is not None:
+            return
+        try:
+            import fcntl
+        except ImportError:  # no advisory locks (Windows): one writer is the caller's job
+            return
+        handle = open(self.path / "writer.lock", "a+")  # noqa: SIM115 - held for the store's life
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            handle.close()
+            raise PensiveError(
+                f"the store at {self.path} is open for writing (pid {holder}); a store has one "
+                "writer at a time: close the other Pensive, or open this one with read_only=True"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        self._lock_handle = handle
+
+    def unlock_writer(self) -> None:
+        """Release the writer lock (closing the file releases the flock)."""
+        if self._lock_handle is not None:
+            self._lock_handle.close()
+            self._lock_handle = None
+
+    # -- parts -------------------------------------------------------------------------------
+    def open_archive(self) -> Archive:
+        """The archive (``pensive.sqlite``), whose connection the other SQLite parts share."""
+        if self.archive is None:
+            self.archive = Archive(self.path / ARCHIVE_FILE)
+        return self.archive
+
+    def _db(self) -> Any:
+        if self.archive is None:
+            raise PensiveError("the archive must be opened before the parts that share it")
+        return self.archive.db
+
+    def open_sparse(self, cfg: BM25Config) -> SparseIndex:
+        """The BM25 segments under ``bm25/``."""
+        return BM25Index(self.path / "bm25", cfg)
+
+    def vectors_place(self) -> str:
+        """The folder of the current vector index (``vectors``, or ``vectors.N`` after a move)."""
+        saved = self.open_archive().get_meta("vectors_dir")
+        return str(saved) if saved else "vectors"
+
+    def new_vectors_place(self) -> str:
+        """The first ``vectors.N`` folder that does not exist."""
+        n = 1
+        while (self.path / f"vectors.{n}").exists():
+            n += 1
+        return f"vectors.{n}"
+
+    def drop_vectors_place(self, place: str) -> None:
+        """Remove a vector index's folder."""
+        folder = self.path / place
+        if folder.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def open_vectors(self, name: str, dim: int, options: Any, place: str) -> VectorBackend:
+        """The named backend, its files in ``place`` under the store folder."""
+        return create_backend(name, self.path / place, dim, options)
+
+    def graph_exists(self) -> bool:
+        """Whether the graph's tables exist in ``pensive.sqlite``."""
+        return self._table_exists("graph_chunks")
+
+    def open_graph(self, max_pair_entities: int, create: bool) -> GraphStore:
+        """The graph's tables in ``pensive.sqlite``."""
+        return GraphStore(self._db(), max_pair_entities, create=create)
+
+    def drop_graph(self) -> None:
+        """Delete the graph's tables."""
+        GraphStore.drop(self._db())
+
+    def open_learning(self, knobs: LearningConfig, read_only: bool) -> tuple[BaseLevel, Hebbian]:
+        """Use history and learned edge weights, tables in ``pensive.sqlite``."""
+        db = self._db()
+        return (
+            BaseLevel.from_config(knobs, db, read_only=read_only),
+            Hebbian.from_config(knobs, db, read_only=read_only),
+        )
+
+    def temporal_exists(self) -> bool:
+        """Whether the statement tables exist in ``pensive.sqlite``."""
+        return self._table_exists("temporal_statements")
+
+    def open_temporal(self, create: bool) -> TemporalStore:
+        """The statement and date tables in ``pensive.sqlite``."""
+        return TemporalStore(self._db(), create=create)
+
+    def drop_temporal(self) -> None:
+        """Delete the statement tables."""
+        TemporalStore.drop(self._db())
+
+    def open_answer_cache(self, cfg: RouterConfig) -> L1Cache:
+        """The hot cache, in its own file (``l1.sqlite``) so its writes never contend with
+        the archive's."""
+        return L1Cache(
+            self.path / "l1.sqlite", cfg.l1_capacity, cfg.l1_ttl_s, cfg.l1_hot, cfg.l1_fuzzy
+        )
+
+    def open_query_stats(self) -> RouterStats:
+        """Per-tier statistics, a table in ``pensive.sqlite``."""
+        return RouterStats(self._db())
+
+    def open_context_cache(self) -> ContextCache:
+        """The LLM context cache, a table in ``pensive.sqlite`` (made on first use)."""
+        return ContextCache(self._db())
+
+    def disk_bytes(self) -> int:
+        """Bytes of every file under the store folder."""
+        return sum(p.stat().st_size for p in self.path.rglob("*") if p.is_file())
+
+    def close(self) -> None:
+        """Close the archive's connection."""
+        if self.archive is not None:
+            self.archive.close()
+
+    def _table_exists(self, name: str) -> bool:
+        row = self._db().execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone()
+        return row is not None

@@ -1,0 +1,110 @@
+"""The graph and the statements as loaded for queries: once per commit, shared by the stages
+that read them (activation, the focused hop, aggregation, learning; temporal resolution, hit
+validity, time scopes, the commit's supersession check)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .graph import ActivationConfig, GraphView, transition
+from .temporal import TemporalView
+
+if TYPE_CHECKING:
+    from .components import Components
+
+__all__ = ["GraphState", "GraphViews", "TemporalViews"]
+
+GraphState = tuple[GraphView, Any, dict[str, int], ActivationConfig]
+
+
+class GraphViews:
+    """The loaded graph, its transition matrix, node index and activation settings, made once
+    per commit (learned edge weights only redo the matrix), and the entity -> passage links."""
+
+    def __init__(self, comps: Components) -> None:
+        self._comps = comps
+        self._state: (
+            tuple[tuple[int, int], GraphView, Any, dict[str, int], ActivationConfig] | None
+        ) = None
+        self._reach: tuple[GraphView, Any, Any] | None = None
+
+    def activation_config(self) -> ActivationConfig:
+        """``[graph]``'s spreading settings."""
+        g = self._comps.config.graph
+        return ActivationConfig(
+            decay=g.decay,
+            hops=g.hops,
+            threshold=g.threshold,
+            convergence=g.convergence,
+            edge_weights=dict(g.edges),
+            type_weights={"chunk": 1.0, "entity": g.entity_weight, "type": 0.0},
+        )
+
+    def state(self) -> GraphState:
+        """``(view, transition matrix, node index, activation config)`` as of this commit."""
+        comps = self._comps
+        assert comps.graph is not None
+        commit = comps.commit_no
+        if self._state is None or self._state[0][0] != commit:
+            view = comps.graph.load()
+            cfg = self.activation_config()
+            self._state = ((commit, -1), view, None, view.index(), cfg)
+        version, view, matrix, index, cfg = self._state
+        learned = comps.learning.version if comps.learning is not None else 0
+        if version != (commit, learned):
+            # the graph is loaded once per commit; learned weights only redo the matrix
+            extra = None
+            if comps.learning is not None:  # edges that led to used passages weigh more
+                extra = comps.learning.edge_matrix(index, len(view.nodes))
+            matrix = transition(view, cfg, extra)
+            self._state = ((commit, learned), view, matrix, index, cfg)
+        return view, matrix, index, cfg
+
+    def naming(self, view: GraphView) -> tuple[Any, Any]:
+        """Entity -> the passages naming it or about it, as CSR (rows: an entity's passages)
+        and CSC (columns: a passage's entities), made once per loaded graph."""
+        if self._reach is None or self._reach[0] is not view:
+            linked = (view.edges["mentioned_in"] + view.edges["about"]).tocsr()
+            self._reach = (view, linked, linked.tocsc())
+        return self._reach[1], self._reach[2]
+
+
+class TemporalViews:
+    """Statements with supersession computed, loaded once per commit, and the supersession
+    signature of the last view seen (compared across a commit to find what it demoted)."""
+
+    def __init__(self, comps: Components) -> None:
+        self._comps = comps
+        self._view: tuple[int, TemporalView] | None = None
+        #: Per passage, what supersedes its statements, as of the last view loaded (or the
+        #: snapshot taken when a change began); None when none was taken.
+        self.signature: dict[str, tuple[str | None, ...]] | None = None
+
+    def view(self) -> TemporalView:
+        """The statements as of this commit."""
+        comps = self._comps
+        assert comps.temporal is not None
+        if self._view is None or self._view[0] != comps.commit_no:
+            view = comps.temporal.load()
+            self._view = (comps.commit_no, view)
+            self.signature = view.signature()
+        return self._view[1]
+
+    def snapshot(self) -> None:
+        """Take the signature before a change, if none is known yet."""
+        comps = self._comps
+        assert comps.temporal is not None
+        if self.signature is None:
+            self.signature = comps.temporal.load().signature()
+
+    def superseded_changes(self) -> list[str]:
+        """Passages whose supersession this commit changed (compared with before it)."""
+        before = self.signature
+        self._view = None
+        self.view()  # loads this commit's view and sets its signature
+        after = self.signature or {}
+        if before is None:
+            # nothing was cached when the change began (or the view was never loaded): every
+            # passage that is superseded now counts as changed
+            return [c for c, sig in after.items() if any(x is not None for x in sig)]
+        return [c for c in set(before) | set(after) if before.get(c) != after.get(c)]
