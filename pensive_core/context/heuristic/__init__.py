@@ -32,12 +32,12 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from ..chunking import split_sentences
-from ..errors import ConfigError
-from ..graph.extract import Mention, RuleExtractor, merge_aliases, normalize_entity
-from ..temporal.dates import DateMention, find_dates
-from ..types import Chunk, Document
-from .base import ContextRequest
+from ...chunking import split_sentences
+from ...errors import ConfigError
+from ...graph.extract import Mention, RuleExtractor, merge_aliases, normalize_entity
+from ...temporal.dates import DateMention, find_dates
+from ...types import Chunk, Document
+from ..base import ContextRequest
 
 __all__ = ["HeuristicContextGenerator", "is_records", "leading_referents"]
 
