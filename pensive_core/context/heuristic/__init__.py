@@ -22,12 +22,10 @@ text shows; an unresolved pronoun costs nothing, a wrong referent misleads the i
 from __future__ import annotations
 
 import re
-import sys
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 from typing import Any
 
 from ...chunking import split_sentences
@@ -36,6 +34,7 @@ from ...graph.extract import Mention, RuleExtractor, merge_aliases, normalize_en
 from ...temporal.dates import DateMention, find_dates
 from ...types import Chunk, Document
 from ..base import ContextRequest
+from .outline import document_title, find_headings, heading_paths, within_spans
 from .records import is_records
 
 __all__ = ["HeuristicContextGenerator", "is_records", "leading_referents"]
@@ -164,107 +163,6 @@ _DIGIT_TOKEN_RE = re.compile(r"(?<![\w-])[\w-]*\d[\w-]*")
 _BLOCK = 2000  # characters per call of the extractor (see _blocks)
 # a full stop after a lowercase word or a long one: not "Dr." or "J." inside a name
 _SAFE_STOP_RE = re.compile(r"(?:\b[a-z]\w*|\w{4,})[.!?]\s")
-_ATX_RE = re.compile(r" {0,3}(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
-_SETEXT_RE = re.compile(r" {0,3}(=+|-+)[ \t]*$")
-_FENCE_RE = re.compile(r" {0,3}(```|~~~)")
-_BLOCK_START_RE = re.compile(r" {0,3}(?:[-*+>|]|\d+[.)])(?:\s|$)")
-_MARKUP_RE = re.compile(r"\[([^\]]*)\]\([^)]*\)|[*_`]+")
-
-
-def _clean(text: str) -> str:
-    """Heading or title text without markdown emphasis and link targets, spaces collapsed."""
-    return " ".join(_MARKUP_RE.sub(lambda m: m.group(1) or "", text).split()).strip(" :-")
-
-
-# --- document structure ------------------------------------------------------------------------
-
-
-def _headings(text: str) -> list[tuple[int, int, int, str]]:
-    """The markdown headings of a text: ``(start, end, level, text)``, in order.
-
-    ATX headings (``## Results``) and setext headings (a line underlined with ``===`` or
-    ``---``) outside fenced code. A setext heading must be a single line after a blank line (or
-    the start), so a paragraph followed by a ``---`` rule is not taken for one.
-    """
-    if "#" not in text and "==" not in text and "--" not in text:
-        return []  # the common case for plain prose: no line can be a heading
-    out: list[tuple[int, int, int, str]] = []
-    lines = text.split("\n")
-    starts = [0] * len(lines)
-    pos = 0
-    for i, line in enumerate(lines):
-        starts[i] = pos
-        pos += len(line) + 1
-    first = 0
-    if lines and lines[0].strip() == "---":  # YAML front matter is not a setext heading
-        for j in range(1, len(lines)):
-            if lines[j].strip() in ("---", "..."):
-                first = j + 1
-                break
-    fenced = False
-    for i in range(first, len(lines)):
-        line = lines[i]
-        if _FENCE_RE.match(line):
-            fenced = not fenced
-            continue
-        if fenced or not line.strip():
-            continue
-        atx = _ATX_RE.match(line)
-        if atx:
-            title = _clean(atx.group(2))
-            if title:
-                out.append((starts[i], starts[i] + len(line), len(atx.group(1)), title))
-            continue
-        if (
-            i + 1 < len(lines)
-            and (i == first or not lines[i - 1].strip())
-            and len(line) <= 120
-            and not _BLOCK_START_RE.match(line)
-        ):
-            under = _SETEXT_RE.match(lines[i + 1])
-            if under and len(under.group(1)) >= 2:
-                title = _clean(line)
-                if title:
-                    level = 1 if under.group(1)[0] == "=" else 2
-                    out.append((starts[i], starts[i] + len(line), level, title))
-    return out
-
-
-def _heading_paths(
-    headings: Sequence[tuple[int, int, int, str]],
-) -> tuple[list[int], list[tuple[str, ...]]]:
-    """For each heading, its start and the path of headings in effect from there on."""
-    positions: list[int] = []
-    paths: list[tuple[str, ...]] = []
-    stack: list[tuple[int, str]] = []
-    for start, _end, level, title in headings:
-        while stack and stack[-1][0] >= level:
-            stack.pop()
-        stack.append((level, title))
-        positions.append(start)
-        paths.append(tuple(t for _, t in stack))
-    return positions, paths
-
-
-def _title(document: Document, headings: Sequence[tuple[int, int, int, str]]) -> str:
-    meta = document.metadata.get("title")
-    if isinstance(meta, str) and meta.strip():
-        return " ".join(meta.split())
-    if headings:
-        top = next((h for h in headings if h[2] == 1), None)
-        # a lower-level heading is the title only when nothing precedes it
-        if top is None and not document.text[: headings[0][0]].strip():
-            top = headings[0]
-        if top is not None:
-            return top[3]
-    for field in ("source", "path"):
-        value = document.metadata.get(field)
-        if isinstance(value, str) and value.strip():
-            stem = PurePosixPath(value.strip().replace("\\", "/").rstrip("/")).stem
-            words = " ".join(re.sub(r"[_\-]+", " ", stem).split())
-            if any(c.isalpha() for c in words):  # "4983.txt" names nothing
-                return words
-    return ""
 
 
 # --- names --------------------------------------------------------------------------------------
@@ -505,7 +403,7 @@ def _profile(
     subjects = _subjects(text, sentences, names)
     subject_mentions = set(subjects.values())
     for idx, (raw, m) in enumerate(zip(names, merged)):
-        if _within(heading_spans, m.start):
+        if within_spans(heading_spans, m.start):
             continue  # a heading is a label, not a sentence about anyone
         ent = entities.get(m.key)
         full = raw.key == m.key  # written in full, not as an alias merged into it
@@ -665,7 +563,7 @@ def _resolve(
     sentences = [(s, e) for s, e, _ in split_sentences(preceding)]
     if not sentences:
         return {}
-    heading_spans = [(s, e) for s, e, _, _ in _headings(preceding)]
+    heading_spans = [(s, e) for s, e, _, _ in find_headings(preceding)]
     entities, sentence_of, subjects = _profile(
         preceding, pre_names, merged, sentences, heading_spans
     )
@@ -857,12 +755,6 @@ def _contains(haystack_low: str, needle: str) -> bool:
     return False
 
 
-def _within(spans: Sequence[tuple[int, int]], pos: int) -> bool:
-    """Whether ``pos`` falls in one of these sorted, disjoint spans."""
-    i = bisect_right(spans, (pos, sys.maxsize)) - 1
-    return i >= 0 and spans[i][0] <= pos < spans[i][1]
-
-
 def _in_span(offsets: Sequence[int], start: int, end: int) -> bool:
     i = bisect_right(offsets, start - 1)
     return i < len(offsets) and offsets[i] < end
@@ -938,9 +830,9 @@ class HeuristicContextGenerator:
 
     def _facts(self, document: Document, chunks: Sequence[Chunk]) -> _Facts:
         text = document.text
-        headings = _headings(text)
-        starts, paths = _heading_paths(headings)
-        title = _title(document, headings)
+        headings = find_headings(text)
+        starts, paths = heading_paths(headings)
+        title = document_title(document, headings)
         # a passage that is the whole document mentions every date and name in it: finding
         # them (most of the cost) could add nothing
         whole = (
@@ -994,7 +886,7 @@ class HeuristicContextGenerator:
         mid_sentence: set[str] = set()
         for raw, m in zip(names, merged):
             offsets.setdefault(m.key, []).append(m.start)
-            if spans and _within(spans, m.start):
+            if spans and within_spans(spans, m.start):
                 continue  # a heading is shown as the section, not as an entity
             if m.key in _NOT_NAMES or m.key in _STAT_ABBREVIATIONS or len(m.key) < 2:
                 continue
