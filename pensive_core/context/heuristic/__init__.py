@@ -30,10 +30,11 @@ from typing import Any
 
 from ...chunking import split_sentences
 from ...errors import ConfigError
-from ...graph.extract import Mention, RuleExtractor, merge_aliases, normalize_entity
+from ...graph.extract import Mention, normalize_entity
 from ...temporal.dates import DateMention, find_dates
 from ...types import Chunk, Document
 from ..base import ContextRequest
+from .names import at_sentence_start, find_names, merge_document_aliases
 from .outline import document_title, find_headings, heading_paths, within_spans
 from .records import is_records
 
@@ -118,17 +119,6 @@ _SUBORDINATORS = frozenset(
     """after when while although though before since if because as once until unless despite
     following during whereas""".split()
 )
-# words that open a line of dialogue before a name ("Hey Mel", "Thanks, Caroline")
-_INTERJECTIONS = frozenset(
-    """hey hi hello dear thanks thank oh wow yes yeah yep ok okay congrats congratulations
-    sorry please bye goodbye good great nice well aww haha lol omg""".split()
-)
-# "Mel. Relaxing", "Deng Xi. Professor Li": the extractor keeps a short word's full stop as an
-# abbreviation's; only an initial or one of these is one inside a name ("J. Smith", "St. Ives")
-_SENTENCE_IN_NAME_RE = re.compile(r"\b([A-Z][a-z]+)\.\s")
-_NAME_ABBREVIATIONS = frozenset(
-    "mr mrs ms dr prof st mt ft jr sr gen col capt lt sgt rev hon co inc ltd corp bros".split()
-)
 # a word of a person's name: "Anna", "O'Brien", "Jean-Luc", an initial "J.", a particle "van"
 _NAME_WORD_RE = re.compile(
     r"[A-Z][a-z]+(?:['’-][A-Z]?[a-z]+)*|[A-Z]\.|(?:van|von|de|del|da|der|du|la|le|di)"
@@ -158,94 +148,6 @@ _EXPLETIVE_AFTER_IT = frozenset(
     follows followed""".split()
 )
 
-# anchored at word starts: unanchored, the engine rescans every word from each of its letters
-_DIGIT_TOKEN_RE = re.compile(r"(?<![\w-])[\w-]*\d[\w-]*")
-_BLOCK = 2000  # characters per call of the extractor (see _blocks)
-# a full stop after a lowercase word or a long one: not "Dr." or "J." inside a name
-_SAFE_STOP_RE = re.compile(r"(?:\b[a-z]\w*|\w{4,})[.!?]\s")
-
-
-# --- names --------------------------------------------------------------------------------------
-
-_EXTRACTOR = RuleExtractor(kinds=("name",))
-
-
-def _names(text: str, dates: Sequence[DateMention] | None = None) -> list[Mention]:
-    """The name mentions of a text, found by :class:`RuleExtractor` on names alone.
-
-    Dates and tokens with digits are blanked first (same length, so offsets hold): that is
-    what the full extractor's masking does for names, at a fraction of the cost of its
-    quantity and identifier patterns ("May" in "8 May 2023" and "BRCA" in "BRCA1" are not names).
-    """
-    masked = _DIGIT_TOKEN_RE.sub(lambda m: " " * len(m.group()), text)
-    if dates is None:
-        dates = find_dates(text)
-    if dates:
-        chars = list(masked)
-        for d in dates:
-            s, e = d.span
-            chars[s:e] = " " * (e - s)
-        masked = "".join(chars)
-    out = []
-    for lo, hi in _blocks(masked):
-        for m in _EXTRACTOR.extract(masked[lo:hi]):
-            for t in _trim(m):
-                out.append(Mention(t.key, t.text, t.kind, t.start + lo, t.end + lo) if lo else t)
-    return out
-
-
-def _blocks(text: str) -> list[tuple[int, int]]:
-    """Spans of about :data:`_BLOCK` characters that no name crosses, cut at line ends (a name
-    stays on one line) or, in a very long line, after a sentence's full stop.
-
-    The extractor settles overlapping mentions pairwise, which grows with the square of their
-    number; a long book in one call would take minutes.
-    """
-    spans = []
-    lo = 0
-    n = len(text)
-    while n - lo > _BLOCK:
-        cut = text.rfind("\n", lo + _BLOCK // 2, lo + _BLOCK)
-        if cut < 0:
-            m = _SAFE_STOP_RE.search(text, lo + _BLOCK // 2, lo + 2 * _BLOCK)
-            cut = m.end() - 1 if m else text.find(" ", lo + _BLOCK)
-            if cut < 0:
-                break
-        spans.append((lo, cut + 1))
-        lo = cut + 1
-    spans.append((lo, n))
-    return spans
-
-
-def _trim(m: Mention) -> list[Mention]:
-    """A name without what the extractor's capitalisation rule takes along in chat and
-    dialogue: a greeting before it ("Hey Mel"), the next sentence after a short word's full stop
-    ("Deng Xi. Professor Li" is two names), or no name at all ("I'm", "I've")."""
-    pieces = [(m.start, m.text)]
-    if ". " in m.text:
-        pieces, begin = [], 0
-        for cut in _SENTENCE_IN_NAME_RE.finditer(m.text):
-            if cut.group(1).casefold() not in _NAME_ABBREVIATIONS:
-                pieces.append((m.start + begin, m.text[begin : cut.end(1)]))
-                begin = cut.end()
-        pieces.append((m.start + begin, m.text[begin:]))
-    out = []
-    for start, text in pieces:
-        if text[:2] in ("I'", "I’"):
-            continue
-        first, _, rest = text.partition(" ")
-        while rest and first.casefold() in _INTERJECTIONS:
-            start += len(text) - len(rest)
-            text = rest
-            first, _, rest = text.partition(" ")
-        if first.casefold() in _INTERJECTIONS:
-            continue
-        if text == m.text:
-            out.append(m)
-        elif key := normalize_entity(text):
-            out.append(Mention(key, text, m.kind, start, start + len(text)))
-    return out
-
 
 _LABEL_BEFORE_RE = re.compile(r"(?:^|[.!?:\n\]])[\s\[(]*(?:[A-Z]{2,}[\s,&/]+)*$")
 _LABEL_AFTER_RE = re.compile(r"(?:[\s,&/]*[A-Z]{2,}\b)*[\s,:&/]*[A-Z][a-z]")
@@ -261,15 +163,6 @@ def _is_label(text: str, m: Mention) -> bool:
     if not _LABEL_BEFORE_RE.search(text, max(0, m.start - 80), m.start):
         return False
     return _LABEL_AFTER_RE.match(text, m.start + len(first)) is not None
-
-
-def _at_sentence_start(text: str, pos: int) -> bool:
-    """Whether only sentence punctuation, quotes or a capitalised function word precede ``pos``
-    on its sentence (so its capital letter says nothing)."""
-    i = pos - 1
-    while i >= 0 and text[i] in " \t\"'“‘([*_#>-":
-        i -= 1
-    return i < 0 or text[i] in ".!?:\n"
 
 
 def _previous_word(text: str, pos: int) -> str:
@@ -413,7 +306,7 @@ def _profile(
         elif full and not ent.full:
             ent.display, ent.full = shown, True  # show the long form ("Anna Berg", not "Berg")
         words = m.text.split()
-        if len(words) > 1 or not _at_sentence_start(text, m.start):
+        if len(words) > 1 or not at_sentence_start(text, m.start):
             ent.mid_sentence = True
         low = [w.casefold().strip(".,") for w in words]
         ent.lexical_org |= any(w in _ORG_WORDS for w in low)
@@ -474,26 +367,6 @@ def _gender_cues(
                 ent.note_gender("f")
             elif word in ("he", "his"):
                 ent.note_gender("m")
-
-
-def _merge_aliases(names: Sequence[Mention]) -> list[Mention]:
-    """:func:`merge_aliases` over a whole document, asked once per distinct form.
-
-    It compares every short name with every long one; what it decides for a mention depends
-    only on its key and whether it is written in capitals, so one of each is enough (a book
-    repeats its names thousands of times).
-    """
-    forms: dict[tuple[str, bool], Mention] = {}
-    for m in names:
-        forms.setdefault((m.key, m.text.isupper() and len(m.text) >= 2), m)
-    reps = list(forms.values())
-    target = {form: m.key for form, m in zip(forms, merge_aliases(reps))}
-    return [
-        m
-        if (k := target[(m.key, m.text.isupper() and len(m.text) >= 2)]) == m.key
-        else Mention(k, m.text, m.kind, m.start, m.end)
-        for m in names
-    ]
 
 
 # --- leading pronouns -------------------------------------------------------------------------
@@ -699,8 +572,8 @@ def leading_referents(preceding: str, passage: str) -> dict[str, str]:
     """
     if not _PRONOUN_LOW_RE.search(passage[:_LEAD].lower()) or not preceding.strip():
         return {}
-    names = _names(preceding)
-    found = _resolve(preceding, names, _merge_aliases(names), passage, _names(passage))
+    names = find_names(preceding)
+    found = _resolve(preceding, names, merge_document_aliases(names), passage, find_names(passage))
     return {word: _render_referent(ents) for word, ents in found.items()}
 
 
@@ -858,8 +731,8 @@ class HeuristicContextGenerator:
             ranked = sorted(by_key.items(), key=lambda kv: -len(kv[1][1]))
             dates = [(rendered, key, offs) for key, (rendered, offs) in ranked]
         wanted = self.max_entities or self.referents
-        names = _names(text, found) if wanted and not whole else []
-        merged = _merge_aliases(names)
+        names = find_names(text, found) if wanted and not whole else []
+        merged = merge_document_aliases(names)
         entities = (
             self._rank_entities(text, names, merged, headings, title) if self.max_entities else []
         )
@@ -900,7 +773,7 @@ class HeuristicContextGenerator:
                 " " in m.key
                 or m.text.isupper()
                 or text.startswith(":", m.end)  # a speaker's label
-                or not _at_sentence_start(text, m.start)
+                or not at_sentence_start(text, m.start)
             ):
                 mid_sentence.add(m.key)
         ranked = []
