@@ -36,52 +36,13 @@ from ...types import Chunk, Document
 from ..base import ContextRequest
 from .names import at_sentence_start, find_names, merge_document_aliases
 from .outline import document_title, find_headings, heading_paths, within_spans
+from .profile import EntityProfile, learn_genders, profile_entities
 from .records import is_records
 
 __all__ = ["HeuristicContextGenerator", "is_records", "leading_referents"]
 
 _VERSION = "heuristic-v1"
 
-# --- names: which are people, which organisations or places -------------------------------------
-
-_ORG_WORDS = frozenset(
-    """inc inc. corp corp. corporation ltd ltd. llc plc co co. company companies university
-    institute institution bank group council committee department ministry agency association
-    party church school college hospital museum foundation society club union commission board
-    court office authority bureau federation league organisation organization airlines airways
-    press times news team fund trust laboratory laboratories labs centre center academy
-    service services government administration parliament senate congress army navy police""".split()
-)
-_PLACE_WORDS = frozenset(
-    """river lake mountain mountains mount street road avenue lane square park island islands
-    city county province state states kingdom republic bay sea ocean valley desert forest
-    north south east west northern southern eastern western new san santa los las saint st fort
-    port cape gulf strait district region territory""".split()
-)
-# head nouns of named things that are neither organisations nor places ("World War II",
-# "Oak Leaves", "National Historic Landmark"): capitalised runs that are not anyone's name
-_THING_WORDS = frozenset(
-    """war wars battle award awards prize medal cross order cup championship championships games
-    olympics series show festival conference summit act law treaty agreement accord declaration
-    constitution house hall building tower bridge station airport palace castle cathedral
-    temple stadium arena theatre theater hotel library seminary landmark monument memorial
-    day week age era period empire dynasty revolution movement project programme program plan
-    system model index test scale syndrome disease virus protein gene theory effect principle
-    method album song film movie novel book magazine journal report edition class leaves
-    force forces guard corps division regiment brigade fleet ship line railway highway route
-    trail express network channel radio television records studios pictures entertainment
-    productions world national international royal federal central global annual general
-    grand great old holy historic""".split()
-)
-# after these a name is a place ("in Porto", "near Oslo"); "from"/"to" only after a verb of motion
-_PLACE_PREPS = frozenset(
-    "in at near into inside outside across throughout toward towards via around".split()
-)
-_MOTION = frozenset(
-    """moved went go goes going travelled traveled travel flew fly drove drive sailed sail
-    returned return came come comes arrived emigrated immigrated relocated back way trip
-    journey route road flight train moving headed""".split()
-)
 # single capitalised words that open sentences or name calendar units, not entities
 _NOT_NAMES = frozenset(
     """monday tuesday wednesday thursday friday saturday sunday january february march april
@@ -89,40 +50,6 @@ _NOT_NAMES = frozenset(
 )
 # statistical abbreviations: frequent in abstracts, never what a question is about
 _STAT_ABBREVIATIONS = frozenset("ci or hr rr sd se sem iqr auc roc ns vs aor ors hrs rrs".split())
-# verbs that make a one-word subject a company ("Acme reported"), not a person
-_ORG_VERBS = frozenset(
-    """reported announced posted acquired launched released shipped listed raised filed
-    recalled manufactures manufactured produces produced sells sold employs employed""".split()
-)
-_HONORIFIC_RE = re.compile(
-    r"\b(Mr|Mrs|Ms|Miss|Mx|Dr|Prof|Sir|Lady|Lord|Dame|Rev|Capt|Col|Gen|Sgt)\.?\s+$"
-)
-_MALE_HONORIFICS = frozenset({"mr", "sir", "lord"})
-_FEMALE_HONORIFICS = frozenset({"mrs", "ms", "miss", "lady", "dame"})
-# lowercase words that may come before a sentence's subject ("Then the young Anna ...")
-_BEFORE_SUBJECT = frozenset(
-    """the a an then later now soon yesterday today finally eventually meanwhile also young
-    old former late little""".split()
-)
-# capitalised sentence openers the extractor may take for a one-word name
-_OPENERS = frozenset(
-    """upon overall later meanwhile instead finally perhaps indeed moreover furthermore
-    therefore hence unfortunately fortunately surprisingly interestingly importantly notably
-    specifically additionally similarly likewise nevertheless nonetheless consequently
-    accordingly afterwards eventually suddenly recently currently previously initially
-    originally ultimately generally typically usually often sometimes together next last soon
-    yesterday tomorrow tonight everyone everybody someone somebody nobody nothing something
-    anyone please thanks sure maybe""".split()
-)
-# a sentence opening with these starts with a clause whose names are not the subject
-_SUBORDINATORS = frozenset(
-    """after when while although though before since if because as once until unless despite
-    following during whereas""".split()
-)
-# a word of a person's name: "Anna", "O'Brien", "Jean-Luc", an initial "J.", a particle "van"
-_NAME_WORD_RE = re.compile(
-    r"[A-Z][a-z]+(?:['’-][A-Z]?[a-z]+)*|[A-Z]\.|(?:van|von|de|del|da|der|du|la|le|di)"
-)
 
 # --- pronouns ---------------------------------------------------------------------------------------
 
@@ -163,210 +90,6 @@ def _is_label(text: str, m: Mention) -> bool:
     if not _LABEL_BEFORE_RE.search(text, max(0, m.start - 80), m.start):
         return False
     return _LABEL_AFTER_RE.match(text, m.start + len(first)) is not None
-
-
-def _previous_word(text: str, pos: int) -> str:
-    m = re.search(r"([^\W\d_]+)[^\w\n]*$", text[max(0, pos - 40) : pos])
-    return m.group(1).casefold() if m else ""
-
-
-def _word_before_previous(text: str, pos: int) -> str:
-    m = re.search(r"([^\W\d_]+)\s+[^\W\d_]+[^\w\n]*$", text[max(0, pos - 60) : pos])
-    return m.group(1).casefold() if m else ""
-
-
-@dataclass
-class _Name:
-    """What the text shows about one named entity (all its mentions, aliases included)."""
-
-    key: str
-    display: str
-    first: int
-    full: bool  # display is the entity written in full
-    lexical_org: bool = False
-    lexical_place: bool = False
-    thing_word: bool = False  # has a word of _THING_WORDS
-    person_cue: bool = False  # an honorific or a speaker's label
-    name_shape: bool = False  # two to four capitalised words, as people's names are written
-    place_cue: bool = False  # after "in", "at", "near", "moved to" ...
-    org_verb: bool = False  # a one-word subject of "reported", "announced" ...
-    subject_cue: bool = False
-    mid_sentence: bool = False  # capitalised where a capital says it is a name
-    acronym: bool = False
-    gender: str = ""  # "f", "m", "" unknown, "?" conflicting
-
-    @property
-    def is_person(self) -> bool:
-        if self.lexical_org or self.lexical_place or self.thing_word or self.acronym:
-            return False
-        if self.person_cue or self.gender in ("f", "m"):
-            return True
-        if self.place_cue or self.org_verb:
-            return False
-        # a lone word as a subject ("Anna went home") is a person only if its capital is not
-        # just the sentence's ("Upon arrival", "Overall, ...")
-        return self.name_shape or (self.subject_cue and self.mid_sentence)
-
-    @property
-    def maybe_person(self) -> bool:
-        """Written like a person's name, though the text also reads it as something else."""
-        if self.lexical_org or self.lexical_place or self.thing_word or self.acronym:
-            return False
-        return self.name_shape or self.subject_cue
-
-    @property
-    def is_thing(self) -> bool:
-        """A named organisation, place or thing (a one-word name must be capitalised where a
-        capital means a name)."""
-        if self.is_person:
-            return False
-        return (
-            self.mid_sentence
-            or self.lexical_org
-            or self.lexical_place
-            or self.thing_word
-            or self.org_verb
-        )
-
-    @property
-    def is_org(self) -> bool:
-        return self.lexical_org
-
-    def note_gender(self, gender: str) -> None:
-        if not self.gender:
-            self.gender = gender
-        elif self.gender != gender:
-            self.gender = "?"
-
-
-def _subjects(
-    text: str, sentences: Sequence[tuple[int, int]], names: Sequence[Mention]
-) -> dict[int, int]:
-    """The mention that is the grammatical subject of each sentence, where a name is.
-
-    Returns:
-        ``{sentence index: mention index}``: the first name of the main clause, when at most
-        three words come before it, none of them a verb or preposition ("In 1998 Anna Berg
-        moved", not "Police arrested Anna Berg" or "The award went to Anna Berg").
-    """
-    out: dict[int, int] = {}
-    j = 0
-    for si, (s, e) in enumerate(sentences):
-        while j < len(names) and names[j].start < s:
-            j += 1
-        head = s
-        words = text[s:e].split(None, 1)
-        if words and words[0].strip(",").casefold() in _SUBORDINATORS:
-            comma = text.find(",", s, min(e, s + 120))
-            if comma < 0:
-                continue
-            head = comma + 1
-        k = j
-        while k < len(names) and names[k].start < head:
-            k += 1
-        if k >= len(names) or names[k].start >= e:
-            continue
-        before = [w.strip(",;:\"'“”‘’()") for w in text[head : names[k].start].split()]
-        if len(before) <= 3 and all(
-            not w or w[0].isupper() or w[0].isdigit() or w in _BEFORE_SUBJECT for w in before
-        ):
-            out[si] = k
-    return out
-
-
-def _profile(
-    text: str,
-    names: Sequence[Mention],
-    merged: Sequence[Mention],
-    sentences: Sequence[tuple[int, int]],
-    heading_spans: Sequence[tuple[int, int]],
-) -> tuple[dict[str, _Name], list[int], dict[int, int]]:
-    """Gather each entity's evidence; also each mention's sentence and each sentence's subject.
-
-    Returns:
-        ``(entities by key, sentence index of each mention, subject mention by sentence)``.
-    """
-    entities: dict[str, _Name] = {}
-    sentence_of: list[int] = []
-    si = 0
-    for m in merged:
-        while si + 1 < len(sentences) and sentences[si][1] <= m.start:
-            si += 1
-        sentence_of.append(si)
-    subjects = _subjects(text, sentences, names)
-    subject_mentions = set(subjects.values())
-    for idx, (raw, m) in enumerate(zip(names, merged)):
-        if within_spans(heading_spans, m.start):
-            continue  # a heading is a label, not a sentence about anyone
-        ent = entities.get(m.key)
-        full = raw.key == m.key  # written in full, not as an alias merged into it
-        shown = " ".join(m.text.split())
-        if ent is None:
-            ent = entities[m.key] = _Name(m.key, shown, m.start, full)
-        elif full and not ent.full:
-            ent.display, ent.full = shown, True  # show the long form ("Anna Berg", not "Berg")
-        words = m.text.split()
-        if len(words) > 1 or not at_sentence_start(text, m.start):
-            ent.mid_sentence = True
-        low = [w.casefold().strip(".,") for w in words]
-        ent.lexical_org |= any(w in _ORG_WORDS for w in low)
-        ent.lexical_place |= any(w in _PLACE_WORDS for w in low)
-        ent.thing_word |= any(w in _THING_WORDS for w in low)
-        ent.acronym |= len(words) == 1 and m.text.isupper() and len(m.text) > 1
-        honorific = _HONORIFIC_RE.search(text[max(0, m.start - 8) : m.start])
-        if honorific:
-            ent.person_cue = True
-            title = honorific.group(1).casefold()
-            if title in _MALE_HONORIFICS:
-                ent.note_gender("m")
-            elif title in _FEMALE_HONORIFICS:
-                ent.note_gender("f")
-            if " " not in ent.display and not ent.display.startswith(honorific.group(1)):
-                ent.display = f"{honorific.group(0).strip()} {ent.display}"
-        elif low and low[0] in _FEMALE_HONORIFICS | _MALE_HONORIFICS and len(words) > 1:
-            ent.person_cue = True
-        elif 2 <= len(words) <= 4 and all(_NAME_WORD_RE.fullmatch(w) for w in words):
-            ent.name_shape = True
-        prev = _previous_word(text, m.start)
-        if prev in _PLACE_PREPS or (
-            prev in ("from", "to") and _word_before_previous(text, m.start) in _MOTION
-        ):
-            ent.place_cue = True
-        line_start = text.rfind("\n", 0, m.start) + 1
-        if text[line_start : m.start].strip() == "" and text[m.end : m.end + 1] == ":":
-            ent.person_cue = True  # a speaker's label in a transcript
-        if idx in subject_mentions and len(words) == 1 and m.key not in _OPENERS:
-            after = re.match(r"\s+([a-z][\w'’]*)", text[m.end : m.end + 30])
-            if after and after.group(1) in _ORG_VERBS:
-                ent.org_verb = True  # "Acme reported": a company, not a person
-            elif after:
-                ent.subject_cue = True
-    return entities, sentence_of, subjects
-
-
-def _gender_cues(
-    text: str,
-    sentences: Sequence[tuple[int, int]],
-    merged: Sequence[Mention],
-    subjects: dict[int, int],
-    entities: dict[str, _Name],
-) -> None:
-    """Learn a person's gender from the text itself: the sentence after one whose subject they
-    are, opening with "she" or "he", says which."""
-    for si, mi in subjects.items():
-        if si + 1 >= len(sentences):
-            continue
-        ent = entities.get(merged[mi].key)
-        if ent is None or ent.lexical_org or ent.lexical_place or ent.acronym or ent.place_cue:
-            continue
-        s, e = sentences[si + 1]
-        first = re.match(r"\W*([A-Za-z]+)", text[s:e])
-        if first:
-            word = first.group(1).casefold()
-            if word in ("she", "her"):
-                ent.note_gender("f")
-            elif word in ("he", "his"):
-                ent.note_gender("m")
 
 
 # --- leading pronouns -------------------------------------------------------------------------
@@ -417,7 +140,7 @@ def _resolve(
     merged: Sequence[Mention],
     passage: str,
     passage_names: Sequence[Mention],
-) -> dict[str, list[_Name]]:
+) -> dict[str, list[EntityProfile]]:
     """:func:`leading_referents` on names already found (offsets within each text), each
     pronoun's referent as the entities it names.
 
@@ -437,10 +160,10 @@ def _resolve(
     if not sentences:
         return {}
     heading_spans = [(s, e) for s, e, _, _ in find_headings(preceding)]
-    entities, sentence_of, subjects = _profile(
+    entities, sentence_of, subjects = profile_entities(
         preceding, pre_names, merged, sentences, heading_spans
     )
-    _gender_cues(preceding, sentences, merged, subjects, entities)
+    learn_genders(preceding, sentences, merged, subjects, entities)
 
     # people, most salient first: sentence by sentence from the last, its subject first
     by_sentence: dict[int, list[int]] = {}
@@ -479,7 +202,7 @@ def _resolve(
             return "" if rivals and not is_subject and not exclude else key
         return ""
 
-    out: dict[str, list[_Name]] = {}
+    out: dict[str, list[EntityProfile]] = {}
     gendered = [w for w, _ in pronouns if w in _FEMALE | _MALE]
     if gendered:
         # the first gender named is the salient person; the other gender, someone else
@@ -507,13 +230,13 @@ def _resolve(
 
 def _plural_referent(
     merged: Sequence[Mention],
-    entities: dict[str, _Name],
+    entities: dict[str, EntityProfile],
     sentence_of: Sequence[int],
     recent: int,
-) -> list[_Name]:
+) -> list[EntityProfile]:
     """ "They": the last two people named, unless an organisation was named after them; only
     names from the last two sentences (an older "they" is most often a plural noun's)."""
-    people: list[_Name] = []
+    people: list[EntityProfile] = []
     org = None
     for m, si in zip(reversed(merged), reversed(sentence_of)):
         if si < recent:
@@ -534,11 +257,11 @@ def _plural_referent(
 
 def _thing_referent(
     merged: Sequence[Mention],
-    entities: dict[str, _Name],
+    entities: dict[str, EntityProfile],
     sentences: Sequence[tuple[int, int]],
     subjects: dict[int, int],
     sentence_of: Sequence[int],
-) -> _Name | None:
+) -> EntityProfile | None:
     """ "It": the subject of the sentence just before, when that is a named thing, not a person
     (anything else "it" might mean, "the study", "the weather", is no name)."""
     last = len(sentences) - 1
@@ -577,7 +300,7 @@ def leading_referents(preceding: str, passage: str) -> dict[str, str]:
     return {word: _render_referent(ents) for word, ents in found.items()}
 
 
-def _render_referent(entities: Sequence[_Name]) -> str:
+def _render_referent(entities: Sequence[EntityProfile]) -> str:
     return " and ".join(e.display for e in entities)
 
 
@@ -788,7 +511,9 @@ class HeuristicContextGenerator:
             ranked.append((shown, key, offsets[key]))
         return ranked
 
-    def _referents(self, document: Document, facts: _Facts, chunk: Chunk) -> dict[str, list[_Name]]:
+    def _referents(
+        self, document: Document, facts: _Facts, chunk: Chunk
+    ) -> dict[str, list[EntityProfile]]:
         """The referents of the pronouns the passage opens with, from the text before it (the
         document's names, found once, are reused)."""
         start, end = chunk.start, chunk.end
