@@ -63,6 +63,9 @@ from .temporal import (
 from .timeutil import ensure_utc, from_iso, to_iso, utcnow
 from .tokenize import Tokenizer
 from .types import Aggregation, Chunk, Document, Hit, IngestReport, QueryResult, TimeScope
+from .validate import MAX_K as _MAX_K
+from .validate import MAX_QUERY_CHARS as _MAX_QUERY_CHARS
+from .validate import validate_query as _validate_query
 
 if TYPE_CHECKING:
     from .memory.conversation import Conversation
@@ -72,8 +75,6 @@ __all__ = ["Pensive"]
 
 log = logging.getLogger(__name__)
 
-_MAX_QUERY_CHARS = 20_000
-_MAX_K = 1_000
 _INGEST_BATCH = 256
 # where ingest time goes, reported in IngestReport.stages
 _STAGES = (
@@ -2325,16 +2326,6 @@ def _with_sources(h: Hit, more: Mapping[str, int]) -> Hit:
 
 def _ms(t0: float) -> float:
     return (time.perf_counter() - t0) * 1000.0
-
-
-def _validate_query(text: Any) -> str:
-    if not isinstance(text, str):
-        raise InputError(f"query must be a str, got {type(text).__name__}")
-    if not text.strip():
-        raise InputError("query is empty")
-    if len(text) > _MAX_QUERY_CHARS:
-        raise InputError(f"query is {len(text)} characters; the limit is {_MAX_QUERY_CHARS}")
-    return text
 
 
 def _validate_context(context: Any) -> tuple[str, ...]:
