@@ -46,6 +46,7 @@ from .graph import (
     transition,
 )
 from .loaders import iter_files, load_file
+from .memory.manager import Sessions
 from .router import RouterStats, confidence, exact_needles, fts_all, fts_any, missing_needles
 from .sparse.bm25 import BM25Index
 from .temporal import SCHEMA_VERSION as TEMPORAL_VERSION
@@ -69,7 +70,6 @@ from .validate import validate_query as _validate_query
 
 if TYPE_CHECKING:
     from .memory.conversation import Conversation
-    from .memory.sessions import SessionRegistry
 
 __all__ = ["Pensive"]
 
@@ -179,13 +179,9 @@ class Pensive:
         self.path.mkdir(parents=True, exist_ok=True)
         self._writer_lock = None if self.read_only else _lock_writer(self.path)
         self._lock = threading.RLock()
-        # sessions have locks of their own: opening one never waits for an ingest in flight
-        self._conv_lock = threading.RLock()
         self._embedder: Embedder | None = None
         self._llm = llm
-        self._conversations: dict[tuple[str, str], Conversation] = {}
-        self._session_registry: SessionRegistry | None = None
-        self._session_embedder: Any = None  # the embedder as sessions share it (query memo)
+        self._memory = Sessions(self)  # conversation sessions: nothing opens until one is asked
         self._backend: VectorBackend | None = None
         self._l1: L1Cache | None = None
         self._changed = False  # content changed since the last commit
@@ -2177,59 +2173,13 @@ class Pensive:
             InputError: On an empty or non-string id, namespace or user, or a user that
                 contradicts the session's.
         """
-        from .memory.sessions import check_name
-
         self._check_open()
-        session_id = check_name(session_id, "session_id")
-        namespace = check_name(namespace, "namespace")
-        if user is not None:
-            user = check_name(user, "user")
-        with self._conv_lock:
-            key = (namespace, session_id)
-            conv = self._conversations.get(key)
-            if conv is not None and not conv.closed:
-                self._suspend_idle(conv)
-                if user is not None and conv.user != user:
-                    conv._info = self._sessions().register(namespace, session_id, user)
-                return conv
-            from .memory.conversation import Conversation
-
-            info = self._sessions().register(namespace, session_id, user)
-            conv = Conversation(self, info)
-            self._conversations[key] = conv
-            self._suspend_idle(conv)
-            return conv
-
-    def _suspend_idle(self, keep: Conversation) -> None:
-        """``keep`` is the most recently used session; past ``[memory] max_open_sessions``
-        open ones, the least recently used release their files (they reopen on next use;
-        one in use by another thread is skipped, never waited for)."""
-        with self._conv_lock:
-            key = (keep.namespace, keep.session_id)
-            if self._conversations.get(key) is keep:
-                self._conversations[key] = self._conversations.pop(key)
-            live = [c for c in self._conversations.values() if not c.closed and not c.suspended]
-            excess = len(live) - self.config.memory.max_open_sessions
-            for conv in live:
-                if excess <= 0:
-                    break
-                if conv is not keep and conv.suspend():
-                    excess -= 1
+        return self._memory.open(session_id, namespace=namespace, user=user)
 
     def conversations(self, namespace: str = "default", user: str | None = None) -> list[str]:
         """The session ids stored in ``namespace`` (of one user, if given), oldest first."""
         self._check_open()
-        with self._conv_lock:
-            return [s.session_id for s in self._sessions().sessions(namespace, user)]
-
-    def _sessions(self) -> SessionRegistry:
-        if self._session_registry is None:
-            from .memory.sessions import SessionRegistry
-
-            self._session_registry = SessionRegistry(
-                self.path / "conversations", read_only=self.read_only
-            )
-        return self._session_registry
+        return self._memory.ids(namespace, user)
 
     def stats(self, *, disk: bool = True) -> dict[str, Any]:
         """Counts, sizes and routing figures.
@@ -2283,11 +2233,7 @@ class Pensive:
         if getattr(self, "_closed", True):
             return
         with self._lock:
-            for conv in self._conversations.values():
-                conv.close()
-            self._conversations.clear()
-            if self._session_registry is not None:
-                self._session_registry.close()
+            self._memory.close()
             if not self.read_only:
                 self._commit()
                 if self._backend is not None:
