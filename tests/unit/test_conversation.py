@@ -465,3 +465,62 @@ def test_sessions_used_from_threads_past_the_open_limit_never_deadlock(tmp_path)
         assert not any(t.is_alive() for t in threads), "deadlocked"
         assert not errors, errors
         assert all(len(p.conversation(f"s{i}")) == 4 for i in range(4))
+
+
+def test_a_session_needs_nothing_of_its_owner_but_a_session_host(tmp_path):
+    from pensive_core import load_config
+    from pensive_core.embedders import create_embedder
+    from pensive_core.memory.conversation import Conversation
+    from pensive_core.memory.sessions import SessionRegistry
+
+    class Host:  # a SessionHost with no Pensive owner behind it
+        config = load_config(HASH_CONFIG)
+        read_only = False
+        llm = None
+
+        def __init__(self):
+            self.embedder = create_embedder(self.config.embedder)
+            self.registry = SessionRegistry(tmp_path / "conversations")
+            self.chats = {}
+            self.used = []
+
+        def open_store(self, folder, config, *, context_generator=None):
+            return Pensive(
+                folder, config, context_generator=context_generator, embedder=self.embedder
+            )
+
+        def sessions(self, namespace, user=None):
+            return self.registry.sessions(namespace, user)
+
+        def session(self, session_id, namespace):
+            return self.chats[(namespace, session_id)]
+
+        def mark_used(self, conversation):
+            self.used.append(conversation.session_id)
+
+        def documents(self):
+            return 0
+
+        def query(self, text, k):
+            raise AssertionError("no main store to ask")
+
+        def expand(self, hit, window=1):
+            raise AssertionError("no main store to ask")
+
+    host = Host()
+    for sid in ("mon", "tue"):
+        info = host.registry.register("default", sid, "ana")
+        host.chats[("default", sid)] = Conversation(host, info)
+    mon, tue = host.chats[("default", "mon")], host.chats[("default", "tue")]
+    mon.add("user", "My dog Rex is a border collie.")
+    fill(tue, PASTA)
+    assert mon.recall("what breed is my dog", k=1)[0].text == "My dog Rex is a border collie."
+    mine = tue.recall("what breed is my dog", k=3, scope="user")
+    assert "My dog Rex is a border collie." in [h.text for h in mine]
+    built = tue.build("How do I salt the pasta water?", 600)
+    assert PASTA[-1][1] in built.text
+    assert mon.suspend() and mon.suspended
+    assert len(mon) == 1 and host.used == ["mon"]  # woken on use, and the host told
+    for chat in (mon, tue):
+        chat.close()
+    host.registry.close()
