@@ -133,10 +133,7 @@ class Conversation:
             InputError: If ``info`` registers another session.
         """
         if (info.namespace, info.session_id) != (self.namespace, self.session_id):
-            raise InputError(
-                f"registration of session {info.session_id!r} in {info.namespace!r} given to "
-                f"session {self.session_id!r} in {self.namespace!r}"
-            )
+            raise InputError(f"{info!r} is not the registration of {self!r}")
         self._info = info
 
     # -- opening ----------------------------------------------------------------------------
@@ -437,8 +434,7 @@ class Conversation:
             turns = turnlog.turns(k) if cutoff is None else turnlog.turns_until(cutoff, k)
             return recent_hits(turns, self.session_id)
         if method == "hypervector":
-            hv = self.hypervector()
-            return hypervector_hits(hv, turnlog, self.session_id, query, k, cutoff)
+            return hypervector_hits(self.hypervector(), turnlog, self.session_id, query, k, cutoff)
         if turnlog is None or len(turnlog) == 0:
             return []
         search = HybridSearch(turnlog, self._stores, self._host.config.memory, self.session_id)
@@ -549,9 +545,9 @@ class Conversation:
         """Turns, segments, summaries, shifts, follow-ups reused and recalls made."""
         with self._lock:
             turnlog = self._log()
-            turns = segments = summaries = shifts = 0
-            if turnlog is not None:
-                turns, segments, shifts, summaries = turnlog.counts()
+            turns, segments, shifts, summaries = (
+                (0, 0, 0, 0) if turnlog is None else turnlog.counts()
+            )
             return {
                 "session_id": self.session_id,
                 "namespace": self.namespace,
