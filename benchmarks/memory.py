@@ -115,8 +115,9 @@ def build(store: Path, convs: list[dict[str, Any]], rebuild: bool = False) -> di
     info: dict[str, Any] = {}
     store.mkdir(parents=True, exist_ok=True)
     with Pensive(store) as p:
-        cached = CachedEmbedder(p._get_embedder(), store.parent / f"{store.name}-vectors.npz")
-        p._embedder = cached  # sessions share their owner's embedder
+        model = p.embedder
+    cached = CachedEmbedder(model, store.parent / f"{store.name}-vectors.npz")
+    with Pensive(store, embedder=cached) as p:  # sessions share their owner's embedder
         for conv in convs:
             chat = p.conversation(conv["id"])
             if len(chat) == len(conv["turns"]) and not rebuild:
@@ -143,15 +144,16 @@ def run_locomo(store: Path, convs: list[dict[str, Any]]) -> dict[str, Any]:
     per: dict[str, list[dict[str, Any]]] = defaultdict(list)
     lat: dict[str, list[float]] = defaultdict(list)
     with Pensive(store) as p:
-        embedder = p._get_embedder()
+        embedder = p.embedder
         for conv in convs:
             chat = p.conversation(conv["id"])
             folder = chat.folder / "index"
             singles = {}
             for name, over in ONE_LIST.items():
                 cfg = {**over, "graph": {"enabled": False}, "temporal": {"enabled": False}}
-                s = Pensive(folder, cfg, read_only=True, context_generator=TurnContext())
-                s._share_embedder(embedder)
+                s = Pensive(
+                    folder, cfg, read_only=True, context_generator=TurnContext(), embedder=embedder
+                )
                 singles[name] = s
             for qi, q in enumerate(conv["questions"]):
                 # even-numbered questions were the tune half (neighbour_weight and the turn

@@ -108,14 +108,14 @@ def _measure(texts: list[str], questions: list[str]) -> dict[str, Any]:
         a = time.perf_counter()
         sel.search(q, k=K)
         full.append(time.perf_counter() - a)
-    # search alone: the query already encoded (the private scoring step search() ends with)
-    encoded = [sel._vector(sel._terms(q)) for q in questions]
+    # search alone: the query already encoded
+    encoded = [sel.encode_packed(q) for q in questions]
     alone = []
     for vec in encoded:
         if vec is None:
             continue
         a = time.perf_counter()
-        sel._rank(vec, K)
+        sel.search_packed(vec, K)
         alone.append(time.perf_counter() - a)
     n = len(sel)
     return {
@@ -129,9 +129,7 @@ def _measure(texts: list[str], questions: list[str]) -> dict[str, Any]:
         "bank_bytes_per_turn": round(sel.memory_bytes() / n, 1),
         "packed_vector_bytes_per_turn": sel.dim // 8,
         # not in memory_bytes(): grows with the vocabulary or is fixed
-        "codebook_cache_bytes": int(sel._cb_used * sel.dim // 8),
-        "codebook_rows_made": int(sel._cb_used),
-        "df_table_bytes": int(sel._df.nbytes),
+        **sel.footprint(),
     }
 
 

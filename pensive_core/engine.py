@@ -9,7 +9,6 @@ pipeline (:class:`~pensive_core.ingest.IngestPipeline`), whose commit and recove
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
@@ -24,20 +23,16 @@ from .errors import NotFoundError, PensiveError
 from .ingest import Committer, IngestPipeline, L1Invalidation, move_vectors
 from .ingest.files import check_paths, documents_from
 from .ingest.situate import choose_generators
+from .memory.manager import Sessions
 from .query.escalate import window_text
-from .query.request import MAX_K, make_request, validate_query
+from .query.request import make_request
 from .router import Router
 from .types import Document, Hit, IngestReport, QueryResult
 
 if TYPE_CHECKING:
     from .memory.conversation import Conversation
-    from .memory.sessions import SessionRegistry
 
 __all__ = ["Pensive"]
-
-# until the memory package validates through pensive_core.query.request itself
-_MAX_K = MAX_K
-_validate_query = validate_query
 
 
 class Pensive:
@@ -98,11 +93,8 @@ class Pensive:
         self.path = Path(path).expanduser()
         self.read_only = bool(read_only)
         self._closed = True  # until everything below has opened
-        # sessions have locks of their own: opening one never waits for an ingest in flight
-        self._conv_lock = threading.RLock()
-        self._conversations: dict[tuple[str, str], Conversation] = {}
-        self._session_registry: SessionRegistry | None = None
-        self._session_embedder: Any = None  # the embedder as sessions share it (query memo)
+        # conversation sessions (their own locks: opening one never waits for an ingest)
+        self._memory = Sessions(self)
         plugins = Plugins(
             llm, context_generator, embedder, extractor, statement_extractor, reranker
         )
@@ -421,70 +413,13 @@ class Pensive:
             InputError: On an empty or non-string id, namespace or user, or a user that
                 contradicts the session's.
         """
-        from .memory.sessions import check_name
-
         self._check_open()
-        session_id = check_name(session_id, "session_id")
-        namespace = check_name(namespace, "namespace")
-        if user is not None:
-            user = check_name(user, "user")
-        with self._conv_lock:
-            key = (namespace, session_id)
-            conv = self._conversations.get(key)
-            if conv is not None and not conv.closed:
-                self._suspend_idle(conv)
-                if user is not None and conv.user != user:
-                    conv._info = self._sessions().register(namespace, session_id, user)
-                return conv
-            from .memory.conversation import Conversation
-
-            info = self._sessions().register(namespace, session_id, user)
-            conv = Conversation(self, info)
-            self._conversations[key] = conv
-            self._suspend_idle(conv)
-            return conv
-
-    def _suspend_idle(self, keep: Conversation) -> None:
-        """``keep`` is the most recently used session; past ``[memory] max_open_sessions``
-        open ones, the least recently used release their files (they reopen on next use;
-        one in use by another thread is skipped, never waited for)."""
-        with self._conv_lock:
-            key = (keep.namespace, keep.session_id)
-            if self._conversations.get(key) is keep:
-                self._conversations[key] = self._conversations.pop(key)
-            live = [c for c in self._conversations.values() if not c.closed and not c.suspended]
-            excess = len(live) - self.config.memory.max_open_sessions
-            for conv in live:
-                if excess <= 0:
-                    break
-                if conv is not keep and conv.suspend():
-                    excess -= 1
+        return self._memory.open(session_id, namespace=namespace, user=user)
 
     def conversations(self, namespace: str = "default", user: str | None = None) -> list[str]:
         """The session ids stored in ``namespace`` (of one user, if given), oldest first."""
         self._check_open()
-        with self._conv_lock:
-            return [s.session_id for s in self._sessions().sessions(namespace, user)]
-
-    def _sessions(self) -> SessionRegistry:
-        if self._session_registry is None:
-            from .memory.sessions import SessionRegistry
-
-            self._session_registry = SessionRegistry(
-                self.path / "conversations", read_only=self.read_only
-            )
-        return self._session_registry
-
-    # until the memory package takes a host of its own (it calls these on its owner)
-    def _get_embedder(self) -> Embedder:
-        return self._comps.embedder.get()
-
-    def _share_embedder(self, embedder: Embedder) -> None:
-        self._comps.embedder.share(embedder)
-
-    @property
-    def _llm(self) -> Any:
-        return self._comps.llm
+        return self._memory.ids(namespace, user)
 
     # -- stats and lifecycle --------------------------------------------------------------------
     def stats(self, *, disk: bool = True) -> dict[str, Any]:
@@ -541,11 +476,7 @@ class Pensive:
             return
         comps = self._comps
         with hooks.announce("close"), comps.lock:
-            for conv in self._conversations.values():
-                conv.close()
-            self._conversations.clear()
-            if self._session_registry is not None:
-                self._session_registry.close()
+            self._memory.close()
             if not self.read_only:
                 self._committer.commit()
                 if comps.backend is not None:

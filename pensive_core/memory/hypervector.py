@@ -306,6 +306,32 @@ class HypervectorSelector:
             return []
         return self._rank(q, k, candidates)
 
+    def encode_packed(self, text: str) -> np.ndarray | None:
+        """The packed bits :meth:`search` scores ``text`` by (None when it has no words):
+        encoding once and ranking with :meth:`search_packed` times the two apart."""
+        if not isinstance(text, str):
+            raise InputError(f"text must be a string, got {type(text).__name__}")
+        return self._vector(self._terms(text))
+
+    def search_packed(
+        self, packed: np.ndarray, k: int = 10, *, candidates: Collection[str] | None = None
+    ) -> list[tuple[str, float]]:
+        """:meth:`search` for a query already encoded by :meth:`encode_packed`."""
+        if not _is_int(k) or k < 1:
+            raise InputError(f"k must be an integer >= 1, got {k!r}")
+        if not len(self._ids):
+            return []
+        return self._rank(packed, k, candidates)
+
+    def footprint(self) -> dict[str, int]:
+        """What :meth:`memory_bytes` leaves out: ``codebook_rows_made`` (distinct codebook rows
+        made so far), ``codebook_cache_bytes`` (their packed bits) and ``df_table_bytes``."""
+        return {
+            "codebook_rows_made": int(self._cb_used),
+            "codebook_cache_bytes": int(self._cb_used * self.dim // 8),
+            "df_table_bytes": int(self._df.nbytes),
+        }
+
     def memory_bytes(self) -> int:
         """Bytes held by the bank: the packed vectors and the kept token ids.
 

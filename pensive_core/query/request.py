@@ -1,4 +1,5 @@
-"""Request validation: the one place a query's inputs are checked.
+"""Request validation: the one place a query's inputs are checked (the text and ``k`` by the
+checks in :mod:`pensive_core.validate`, which conversation recall shares).
 
 :func:`make_request` turns what :meth:`Pensive.query <pensive_core.Pensive.query>` was given
 into a :class:`QueryRequest`, or raises :class:`~pensive_core.errors.InputError` naming what
@@ -15,6 +16,7 @@ from typing import Any
 from ..errors import InputError
 from ..filters import Filter, parse_filter
 from ..timeutil import ensure_utc
+from ..validate import MAX_K, MAX_QUERY_CHARS, validate_k, validate_query
 
 __all__ = [
     "MAX_K",
@@ -25,9 +27,6 @@ __all__ = [
     "validate_k",
     "validate_query",
 ]
-
-MAX_QUERY_CHARS = 20_000
-MAX_K = 1_000
 
 
 @dataclass(frozen=True)
@@ -47,32 +46,6 @@ class QueryRequest:
     cutoff: datetime | None = None
     where: Filter | None = None
     context: tuple[str, ...] = ()
-
-
-def validate_query(text: Any) -> str:
-    """A query's text: a non-blank ``str`` of at most :data:`MAX_QUERY_CHARS` characters.
-
-    Raises:
-        InputError: Otherwise.
-    """
-    if not isinstance(text, str):
-        raise InputError(f"query must be a str, got {type(text).__name__}")
-    if not text.strip():
-        raise InputError("query is empty")
-    if len(text) > MAX_QUERY_CHARS:
-        raise InputError(f"query is {len(text)} characters; the limit is {MAX_QUERY_CHARS}")
-    return text
-
-
-def validate_k(k: Any) -> int:
-    """How many results: an ``int`` (not a bool) from 1 to :data:`MAX_K`.
-
-    Raises:
-        InputError: Otherwise.
-    """
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
-        raise InputError(f"k must be an int between 1 and {MAX_K}, got {k!r}")
-    return k
 
 
 def validate_context(context: Any) -> tuple[str, ...]:

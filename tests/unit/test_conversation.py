@@ -3,8 +3,10 @@ drift segments, summaries, follow-up reuse, prompts within budget, and bad input
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 
@@ -41,6 +43,20 @@ def fill(chat, turns, start=T0):
         chat.add(role, text, timestamp=start + timedelta(minutes=i))
         for i, (role, text) in enumerate(turns)
     ]
+
+
+def open_files_under(folder: Path) -> list[str]:
+    """The files this process holds open under ``folder`` (Linux's /proc/self/fd)."""
+    root = str(folder.resolve()) + os.sep
+    held = []
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:  # closed since the listing
+            continue
+        if target.startswith(root):
+            held.append(target)
+    return held
 
 
 def test_add_recall_history_and_metadata(tmp_path):
@@ -111,7 +127,7 @@ def test_turn_logged_before_indexing_is_never_lost(tmp_path, monkeypatch):
     with store(tmp_path) as p:
         chat = p.conversation("s")
         chat.add("user", "first turn about violins")
-        index = chat._index()
+        index = chat.index()
 
         def crash(*a, **k):
             raise RuntimeError("killed mid-ingest")
@@ -294,33 +310,34 @@ def test_context_can_bring_main_store_passages(tmp_path):
 
 
 def test_a_turn_is_embedded_for_the_index_its_window_and_once_raw_for_drift(tmp_path):
-    with store(tmp_path) as p:
-        inner = p._get_embedder()
-        calls = []
+    with store(tmp_path) as base:
+        inner = base.embedder
+    calls = []
 
-        class Counting:
-            name, dim, max_tokens = inner.name, inner.dim, inner.max_tokens
+    class Counting:
+        name, dim, max_tokens = inner.name, inner.dim, inner.max_tokens
 
-            def embed(self, texts):
-                calls.append(len(texts))
-                return inner.embed(texts)
+        def embed(self, texts):
+            calls.append(len(texts))
+            return inner.embed(texts)
 
-            def embed_query(self, text):
-                return inner.embed_query(text)
+        def embed_query(self, text):
+            return inner.embed_query(text)
 
-            def count_tokens(self, texts):
-                return inner.count_tokens(texts)
+        def count_tokens(self, texts):
+            return inner.count_tokens(texts)
 
-        p._embedder = Counting()
+    # the sessions share the model their owner was given
+    with Pensive(tmp_path / "counted", HASH_CONFIG, embedder=Counting()) as p:
         chat = p.conversation("s")
         chat.add("user", "one turn, embedded with its context and raw for drift")
         chat.add("user", "another turn")
         assert sum(calls) == 6
-        with Pensive(tmp_path / "other", {**HASH_CONFIG, "memory": {"drift": False}}) as q:
-            q._embedder = Counting()
-            calls.clear()
-            q.conversation("s").add("user", "no drift: the turn and its window")
-            assert sum(calls) == 2
+    no_drift = {**HASH_CONFIG, "memory": {"drift": False}}
+    with Pensive(tmp_path / "other", no_drift, embedder=Counting()) as q:
+        calls.clear()
+        q.conversation("s").add("user", "no drift: the turn and its window")
+        assert sum(calls) == 2
 
 
 def test_log_schema_is_plain_sqlite(tmp_path):
@@ -336,7 +353,7 @@ def test_windows_are_indexed_beside_turns_and_caught_up(tmp_path):
     with store(tmp_path) as p:
         chat = p.conversation("s")
         fill(chat, PASTA)
-        windows = chat._windows()
+        windows = chat.windows()
         assert windows is not None and windows.stats()["documents"] == len(PASTA)
         last = windows.get(f"w{len(PASTA) - 1:06d}")  # the 5 turns ending with the last one
         assert last.text.count("\n") == 4 and last.text.endswith(PASTA[-1][1])
@@ -347,11 +364,11 @@ def test_windows_are_indexed_beside_turns_and_caught_up(tmp_path):
     with Pensive(tmp_path / "store") as p:
         chat = p.conversation("s")
         assert chat.recall("scrambled eggs", k=2)
-        assert chat._windows().stats()["documents"] == len(PASTA)
+        assert chat.windows().stats()["documents"] == len(PASTA)
     with store(tmp_path / "off", window_turns=0) as p:
         chat = p.conversation("s")
         fill(chat, PASTA[:2])
-        assert chat._windows() is None and not (chat.folder / "windows").exists()
+        assert chat.windows() is None and not (chat.folder / "windows").exists()
 
 
 def test_llm_summaries_and_their_fallback(tmp_path):
@@ -410,8 +427,10 @@ def test_idle_sessions_release_their_files_and_reopen_on_use(tmp_path):
         b = p.conversation("b", user="u")
         b.add("user", "My bike is a red Bianchi.")
         c = p.conversation("c", user="u")  # a third open session: the oldest is released
-        assert a.suspended and a._store is None and a._db is None
-        assert not b.suspended and not c.suspended
+        assert a.suspended and not b.suspended and not c.suspended
+        if Path("/proc/self/fd").is_dir():  # its log and its indexes are closed, not just marked
+            assert not open_files_under(a.folder)
+            assert open_files_under(b.folder)
         assert a.recall("where is the spare key?", k=1)[0].text.startswith("The spare key")
         assert not a.suspended
         a.add("user", "And the garage code is 4471.")
@@ -446,3 +465,62 @@ def test_sessions_used_from_threads_past_the_open_limit_never_deadlock(tmp_path)
         assert not any(t.is_alive() for t in threads), "deadlocked"
         assert not errors, errors
         assert all(len(p.conversation(f"s{i}")) == 4 for i in range(4))
+
+
+def test_a_session_needs_nothing_of_its_owner_but_a_session_host(tmp_path):
+    from pensive_core import load_config
+    from pensive_core.embedders import create_embedder
+    from pensive_core.memory.conversation import Conversation
+    from pensive_core.memory.sessions import SessionRegistry
+
+    class Host:  # a SessionHost with no Pensive owner behind it
+        config = load_config(HASH_CONFIG)
+        read_only = False
+        llm = None
+
+        def __init__(self):
+            self.embedder = create_embedder(self.config.embedder)
+            self.registry = SessionRegistry(tmp_path / "conversations")
+            self.chats = {}
+            self.used = []
+
+        def open_store(self, folder, config, *, context_generator=None):
+            return Pensive(
+                folder, config, context_generator=context_generator, embedder=self.embedder
+            )
+
+        def sessions(self, namespace, user=None):
+            return self.registry.sessions(namespace, user)
+
+        def session(self, session_id, namespace):
+            return self.chats[(namespace, session_id)]
+
+        def mark_used(self, conversation):
+            self.used.append(conversation.session_id)
+
+        def documents(self):
+            return 0
+
+        def query(self, text, k):
+            raise AssertionError("no main store to ask")
+
+        def expand(self, hit, window=1):
+            raise AssertionError("no main store to ask")
+
+    host = Host()
+    for sid in ("mon", "tue"):
+        info = host.registry.register("default", sid, "ana")
+        host.chats[("default", sid)] = Conversation(host, info)
+    mon, tue = host.chats[("default", "mon")], host.chats[("default", "tue")]
+    mon.add("user", "My dog Rex is a border collie.")
+    fill(tue, PASTA)
+    assert mon.recall("what breed is my dog", k=1)[0].text == "My dog Rex is a border collie."
+    mine = tue.recall("what breed is my dog", k=3, scope="user")
+    assert "My dog Rex is a border collie." in [h.text for h in mine]
+    built = tue.build("How do I salt the pasta water?", 600)
+    assert PASTA[-1][1] in built.text
+    assert mon.suspend() and mon.suspended
+    assert len(mon) == 1 and host.used == ["mon"]  # woken on use, and the host told
+    for chat in (mon, tue):
+        chat.close()
+    host.registry.close()

@@ -302,3 +302,17 @@ def test_popcount_fallback_for_numpy_without_bitwise_count(
     expected = [selector.search(q, k=5) for q, _ in QUERIES[:3]]
     monkeypatch.setattr(hypervector, "_HAS_BITWISE_COUNT", False)
     assert [selector.search(q, k=5) for q, _ in QUERIES[:3]] == expected
+
+
+def test_encoding_apart_from_ranking_gives_what_search_gives():
+    from pensive_core import HypervectorSelector
+
+    sel = HypervectorSelector(256)
+    sel.add(["the ferry leaves at ten", "tea and biscuits", "the night ferry is late"])
+    packed = sel.encode_packed("night ferry")
+    assert sel.search_packed(packed, 2) == sel.search("night ferry", 2)
+    assert sel.encode_packed("the of") is None or sel.search_packed(sel.encode_packed("the of"), 1)
+    made = sel.footprint()
+    assert made["codebook_rows_made"] > 0 and made["codebook_cache_bytes"] == made[
+        "codebook_rows_made"
+    ] * 256 // 8

@@ -1,0 +1,127 @@
+"""A session's prompt: what ``Conversation.build`` hands the :class:`~.prompt.PromptBuilder`.
+
+Recalled turns are shown as ``[2023-05-08] Caroline: text`` and may expand to the turns either
+side of them; passages of the owner's main store expand to their neighbouring passages; the
+recent turns are the verbatim history; pins and the story so far form the stable prefix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from ..errors import PensiveError
+from ..types import Hit
+from .turns import Turn, speaker
+
+if TYPE_CHECKING:
+    from ..config import MemoryConfig
+    from .host import SessionHost
+    from .prompt import BuiltPrompt, PromptItem
+
+__all__ = ["neighbour_seqs", "passage_items", "recalled_items", "render", "session_prompt"]
+
+
+def render(hit: Hit) -> str:
+    """A turn as a prompt shows it: ``[2023-05-08] Caroline: text``."""
+    who = speaker(str(hit.metadata.get("role", "")), hit.metadata)
+    when = f"[{hit.timestamp:%Y-%m-%d}] " if hit.timestamp is not None else ""
+    return f"{when}{who}: {hit.text}" if who else f"{when}{hit.text}"
+
+
+def neighbour_seqs(hits: Iterable[Hit], session_id: str) -> list[int]:
+    """The positions either side of each of this session's recalled turns."""
+    return [
+        s
+        for h in hits
+        if h.metadata.get("session_id") == session_id
+        for s in (int(h.metadata["seq"]) - 1, int(h.metadata["seq"]) + 1)
+    ]
+
+
+def recalled_items(
+    hits: Sequence[Hit], neighbours: Mapping[int, Turn], session_id: str
+) -> list[PromptItem]:
+    """Recalled turns as prompt items, each of this session's expanding to the turns either
+    side of it (``neighbours``, by position)."""
+    from .prompt import PromptItem
+
+    out: list[PromptItem] = []
+    for h in hits:
+        text = render(h)
+        expanded = None
+        if h.metadata.get("session_id") == session_id:  # the turns either side
+            seq = int(h.metadata["seq"])
+            before, after = neighbours.get(seq - 1), neighbours.get(seq + 1)
+            parts = [render(t.to_hit(session_id)) for t in (before,) if t] + [text]
+            parts += [render(t.to_hit(session_id)) for t in (after,) if t]
+            expanded = "\n".join(parts) if len(parts) > 1 else None
+        out.append(PromptItem(text=text, score=h.score, id=h.doc_id, expanded=expanded))
+    return out
+
+
+def passage_items(host: SessionHost, query: str, k: int) -> list[PromptItem]:
+    """The owner's main-store passages for ``query`` as prompt items, each expanding to its
+    neighbouring passages (when the document is still there)."""
+    from .prompt import PromptItem
+
+    out: list[PromptItem] = []
+    for h in host.query(query, k).hits:
+        try:
+            wide = host.expand(h, 1)
+        except PensiveError:
+            wide = None
+        out.append(PromptItem(text=h.text, score=h.score, id=f"doc:{h.chunk_id}", expanded=wide))
+    return out
+
+
+def session_prompt(
+    memory: MemoryConfig,
+    token_budget: int,
+    *,
+    query: str,
+    system: str,
+    pins: Sequence[str],
+    summaries: Sequence[str],
+    retrieved: Sequence[PromptItem],
+    recent: Sequence[Turn],
+    session_id: str,
+) -> BuiltPrompt:
+    """Build the prompt within ``token_budget`` (``[memory]`` tokenizer and shares).
+
+    Args:
+        memory: The ``[memory]`` settings.
+        token_budget: The whole prompt's budget in tokens.
+        query: The user's message.
+        system: The system prompt.
+        pins: Every pinned note, stored ones first.
+        summaries: The story so far.
+        retrieved: Recalled turns and main-store passages.
+        recent: The recent turns, shown verbatim.
+        session_id: The session's id.
+
+    Returns:
+        The built prompt.
+
+    Raises:
+        InputError: On a bad budget, or pins that alone exceed it.
+    """
+    from .prompt import PromptBuilder, PromptItem
+
+    history = [PromptItem(text=render(t.to_hit(session_id)), id=t.id, role=t.role) for t in recent]
+    builder = PromptBuilder(
+        memory.tokenizer,
+        summaries_share=memory.summaries_share,
+        retrieved_share=memory.retrieved_share,
+        history_share=memory.history_share,
+        headroom=memory.headroom,
+    )
+    return builder.build(
+        token_budget,
+        query=query,
+        system=system,
+        pins=[PromptItem(text=p, pinned=True, id=f"pin{i}") for i, p in enumerate(pins)],
+        summaries=[PromptItem(text=s, id=f"summary{i}") for i, s in enumerate(summaries)],
+        retrieved=list(retrieved),
+        history=history,
+    )
