@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from ..temporal.store import TemporalStore
 __all__ = ["EmbeddedStorage", "ARCHIVE_FILE"]
 
 ARCHIVE_FILE = "pensive.sqlite"
+LOCK_GRACE_S = 0.5  # how long a writer waits for a lock that looks held before refusing
 
 
 class EmbeddedStorage:
@@ -68,9 +70,17 @@ class EmbeddedStorage:
         except ImportError:  # no advisory locks (Windows): one writer is the caller's job
             return
         handle = open(self.path / "writer.lock", "a+")  # noqa: SIM115 - held for the store's life
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+        # a lock just released can look held for a moment: a process forked by another thread
+        # shares the closed descriptor until it execs, so a few short retries come first
+        deadline = time.monotonic() + LOCK_GRACE_S
+        while True:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.monotonic() < deadline:
+                    time.sleep(0.02)
+                    continue
             handle.seek(0)
             holder = handle.read().strip() or "another process"
             handle.close()

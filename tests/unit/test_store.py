@@ -285,3 +285,32 @@ def test_interrupted_ingest_is_reindexed_on_open(tmp_path):
         assert again.query("arctic tern", k=1).hits[0].doc_id == "bird"
         assert again.components.archive.unindexed() == []
         assert again.ingest(docs_corpus()).unchanged == 8
+
+
+def test_reopening_for_writing_survives_processes_forked_by_other_threads(tmp_path):
+    """A process forked by another thread holds the store's just-closed lock descriptor until it
+    execs (measured: a quarter of immediate re-locks failed under a spawning thread); opening
+    waits out that moment instead of refusing."""
+    import subprocess
+    import threading
+
+    stop = threading.Event()
+
+    def spawn():
+        while not stop.is_set():
+            subprocess.run(["true"], check=False)
+
+    from pensive_core.storage import EmbeddedStorage
+
+    storage = EmbeddedStorage(tmp_path, read_only=False)
+    t = threading.Thread(target=spawn)
+    t.start()
+    try:
+        for _ in range(500):  # the writer lock as Pensive takes and releases it
+            storage.lock_writer()
+            storage.unlock_writer()
+    finally:
+        stop.set()
+        t.join()
+    with Pensive(tmp_path, config=HASH_CONFIG), pytest.raises(PensiveError, match="one writer"):
+        Pensive(tmp_path, config=HASH_CONFIG)  # a writer that really holds it is still refused
