@@ -113,6 +113,11 @@ class CrossEncoderReranker:
         return f"CrossEncoderReranker({str(self.path)!r})"
 
 
+def _check_top_n(top_n: Any) -> None:
+    if top_n is not None and (isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1):
+        raise InputError(f"top_n must be a positive int or None, got {top_n!r}")
+
+
 def rerank(
     reranker: Reranker, query: str, texts: Sequence[str], top_n: int | None = None
 ) -> list[tuple[int, float]]:
@@ -131,8 +136,7 @@ def rerank(
         InputError: If ``top_n`` is not a positive int, or the reranker returns the wrong
             number of scores.
     """
-    if top_n is not None and (isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1):
-        raise InputError(f"top_n must be a positive int or None, got {top_n!r}")
+    _check_top_n(top_n)
     scores = reranker.score(query, list(texts))
     if len(scores) != len(texts):
         raise InputError(f"reranker {reranker!r} gave {len(scores)} scores for {len(texts)} texts")
@@ -159,8 +163,7 @@ def rerank_or_keep(
     Raises:
         InputError: If ``top_n`` is not a positive int (a caller's mistake, not a failure).
     """
-    if top_n is not None and (isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1):
-        raise InputError(f"top_n must be a positive int or None, got {top_n!r}")
+    _check_top_n(top_n)
     try:
         ranked = rerank(reranker, query, texts, top_n)
     except Exception as exc:  # noqa: BLE001 - any failure of the model leaves the order as it was
