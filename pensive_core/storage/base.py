@@ -9,9 +9,10 @@ A :class:`StorageEngine` opens each part behind the protocol its own module owns
 statements (:class:`~pensive_core.temporal.TemporalTables`), the hot cache
 (:class:`~pensive_core.cache.AnswerCache`), the query statistics
 (:class:`~pensive_core.stats.QueryStats`), the context cache
-(:class:`~pensive_core.context.cache.ContextStore`) and each conversation session's log
-(:class:`~pensive_core.memory.turns.TurnStore`). The query and ingest stages and the
-conversation sessions see only those protocols, so another engine (Postgres) is added
+(:class:`~pensive_core.context.cache.ContextStore`), each conversation session's log
+(:class:`~pensive_core.memory.turns.TurnStore`) and the LangGraph item tables
+(:class:`~pensive_core.items.ItemRecords`). The query and ingest stages, the conversation
+sessions and the item store see only those protocols, so another engine (Postgres) is added
 here without touching them. :class:`~pensive_core.storage.embedded.EmbeddedStorage` (SQLite
 and files in one folder) is the default.
 """
@@ -28,6 +29,7 @@ from ..config import BM25Config, RouterConfig
 from ..context.cache import ContextStore
 from ..graph.learning import EdgeStrengths, LearningConfig, UseHistory
 from ..graph.store import GraphTables
+from ..items import ItemRecords
 from ..memory.turns import TurnStore
 from ..sparse.base import SparseIndex
 from ..stats import QueryStats
@@ -142,6 +144,15 @@ class StorageEngine(Protocol):
 
         Returns:
             The log; None when ``read_only`` and there is none yet.
+        """
+        ...
+
+    def open_item_table(self, filename: str) -> ItemRecords:
+        """A table of namespaced JSON items (:class:`~pensive_core.items.ItemStore`'s), made
+        on first use.
+
+        Args:
+            filename: Its name, unique among the store's item tables.
         """
         ...
 
