@@ -313,6 +313,7 @@ def test_encoding_apart_from_ranking_gives_what_search_gives():
     assert sel.search_packed(packed, 2) == sel.search("night ferry", 2)
     assert sel.encode_packed("the of") is None or sel.search_packed(sel.encode_packed("the of"), 1)
     made = sel.footprint()
-    assert made["codebook_rows_made"] > 0 and made["codebook_cache_bytes"] == made[
-        "codebook_rows_made"
-    ] * 256 // 8
+    assert (
+        made["codebook_rows_made"] > 0
+        and made["codebook_cache_bytes"] == made["codebook_rows_made"] * 256 // 8
+    )
