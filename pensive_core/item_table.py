@@ -147,8 +147,9 @@ class ItemTable:
             limit: At most this many (None: all).
             offset: Skip this many first.
         """
-        sql, params = _COLUMNS, []
-        conds = []
+        sql = _COLUMNS
+        conds: list[str] = []
+        params: list[Any] = []
         if prefix:
             # JSON of a namespace under ["a", "b"] starts with '["a", "b", '
             head = _ns_json(prefix)[:-1] + ", "
