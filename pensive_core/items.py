@@ -1,11 +1,12 @@
 """Namespaced key-value items with semantic search: the engine behind key-value memory adapters.
 
 An item is a JSON object stored under a namespace (a tuple of labels, like a folder path) and a
-key. Items live in a SQLite table beside the Pensive store (``<store>/<filename>``); an item
-given a text is also indexed in the store as a :class:`~pensive_core.types.Document`, so a
-question finds it through the same hybrid retrieval as any document. Its document carries
-``lg_item``, ``lg_namespace``, ``lg_key``, ``lg_depth`` and one field per namespace label
-(``ns0``, ``ns1``, ...), which is how a search is kept inside a namespace prefix.
+key. Items live in a table the store's storage engine opens (:class:`ItemRecords`; the embedded
+engine's is a SQLite file beside the store, ``<store>/<filename>``); an item given a text is
+also indexed in the store as a :class:`~pensive_core.types.Document`, so a question finds it
+through the same hybrid retrieval as any document. Its document carries ``lg_item``,
+``lg_namespace``, ``lg_key``, ``lg_depth`` and one field per namespace label (``ns0``,
+``ns1``, ...), which is how a search is kept inside a namespace prefix.
 
 An item is written to the table first and indexed second; an item the index lacks (a crash in
 between) is indexed when the item store next opens.
@@ -19,21 +20,23 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import sqlite3
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from .errors import InputError, NotFoundError
-from .timeutil import from_iso, to_iso, utcnow
+from .timeutil import utcnow
 from .types import Document
+from .validate import MAX_K
 
 if TYPE_CHECKING:
     from .engine import Pensive
 
 __all__ = [
+    "ItemRecords",
     "ItemStore",
     "ItemWrite",
     "StoredItem",
@@ -46,14 +49,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 Namespace = tuple[str, ...]
-_MAX_K = 1_000  # Pensive.query's largest k
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS items (
-    ns TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, created_at TEXT NOT NULL,
-    updated_at TEXT NOT NULL, text TEXT, indexed INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (ns, key));
-CREATE INDEX IF NOT EXISTS items_updated ON items (updated_at);
-"""
 _OPS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin")
 
 
@@ -185,10 +180,6 @@ def value_matches(value: Mapping[str, Any], spec: Mapping[str, Any] | None) -> b
     return all(_value_matches(value.get(k), v) for k, v in spec.items())
 
 
-def _ns_json(namespace: Sequence[str]) -> str:
-    return json.dumps(list(namespace))
-
-
 def _check_namespace(namespace: Sequence[str], *, empty_ok: bool = False) -> Namespace:
     ns = tuple(namespace)
     if not ns and not empty_ok:
@@ -199,13 +190,96 @@ def _check_namespace(namespace: Sequence[str], *, empty_ok: bool = False) -> Nam
     return ns
 
 
+class ItemRecords(Protocol):
+    """The table an :class:`ItemStore` keeps its items in, opened by the store's storage engine
+    (:meth:`~pensive_core.storage.StorageEngine.open_item_table`).
+
+    The caller serialises access (an item store holds its own lock). A write outside
+    :meth:`transaction` is committed before it returns.
+    """
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """One write transaction: the writes inside it are committed together when the block
+        ends, or none of them if it raises."""
+        ...
+
+    def put(
+        self, namespace: Namespace, key: str, value: str, text: str | None, now: datetime
+    ) -> None:
+        """Store an item (its creation time kept if it exists), not yet indexed.
+
+        Args:
+            namespace: Its namespace labels.
+            key: Its key.
+            value: Its value, as JSON text.
+            text: What to index for it (None: nothing).
+            now: The time of the write.
+        """
+        ...
+
+    def delete(self, namespace: Namespace, key: str) -> None:
+        """Remove an item (nothing happens if there is none)."""
+        ...
+
+    def mark_indexed(self, keys: Sequence[tuple[Namespace, str]]) -> None:
+        """Record that the index has the items at ``keys`` that have a text."""
+        ...
+
+    def indexed(self, namespace: Namespace, key: str) -> bool:
+        """Whether the item exists and the index has it."""
+        ...
+
+    def index_text(self, namespace: Namespace, key: str) -> tuple[str, datetime] | None:
+        """What to index for an item, and when it was last written (None: no such item, or
+        one without a text)."""
+        ...
+
+    def unindexed(self) -> list[tuple[Namespace, str]]:
+        """The namespace and key of every item with a text the index lacks."""
+        ...
+
+    def get(self, namespace: Namespace, key: str) -> StoredItem | None:
+        """The item at ``namespace``/``key``, or None."""
+        ...
+
+    def newest(
+        self,
+        prefix: Namespace = (),
+        *,
+        textless: bool = False,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> Iterator[StoredItem]:
+        """Items under a namespace prefix, last written first (of those written at the same
+        time, the one created last first).
+
+        Args:
+            prefix: Only items whose namespace starts with these labels (``()``: all).
+            textless: Only items stored without a text.
+            limit: At most this many (None: all).
+            offset: Skip this many first.
+        """
+        ...
+
+    def namespaces(self) -> list[Namespace]:
+        """Every namespace holding an item, once each, in no particular order."""
+        ...
+
+    def __len__(self) -> int: ...
+
+    def close(self) -> None:
+        """Release the table."""
+        ...
+
+
 class ItemStore:
-    """Namespaced JSON items in SQLite beside a Pensive store, searchable by question.
+    """Namespaced JSON items beside a Pensive store, searchable by question.
 
     Args:
-        pensive: The store whose folder holds the item table and whose index holds the items'
-            texts.
-        filename: The SQLite file's name inside the store folder.
+        pensive: The store whose storage engine keeps the item table and whose index holds
+            the items' texts.
+        filename: The table's name among the store's item tables (for the embedded engine,
+            the SQLite file's name inside the store folder).
 
     Raises:
         PensiveError: If the store is closed.
@@ -215,10 +289,8 @@ class ItemStore:
         self.pensive = pensive
         self.path = pensive.path / filename
         self._lock = threading.RLock()
-        # every call holds the lock: one connection may serve worker threads (asyncio.to_thread)
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.executescript(_SCHEMA)
+        # every call holds the lock: one table may serve worker threads (asyncio.to_thread)
+        self._table: ItemRecords = pensive.components.storage.open_item_table(filename)
         if not pensive.read_only:
             self._recover()
 
@@ -242,20 +314,17 @@ class ItemStore:
             last[(ns, w.key)] = w
         if not last:
             return
+        table = self._table
         with self._lock:
-            now = to_iso(utcnow())
+            now = utcnow()
             index: list[tuple[Namespace, str]] = []
             unindex: list[str] = []
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
+            with table.transaction():
                 for (ns, key), w in last.items():
-                    nsj = _ns_json(ns)
-                    row = self._db.execute(
-                        "SELECT indexed FROM items WHERE ns = ? AND key = ?", (nsj, key)
-                    ).fetchone()
+                    was_indexed = table.indexed(ns, key)
                     if w.value is None:
-                        self._db.execute("DELETE FROM items WHERE ns = ? AND key = ?", (nsj, key))
-                        if row is not None and row[0]:
+                        table.delete(ns, key)
+                        if was_indexed:
                             unindex.append(doc_id_for(ns, key))
                         continue
                     try:
@@ -265,21 +334,11 @@ class ItemStore:
                             f"item {key!r} in {ns!r}: value is not JSON-serialisable ({exc})"
                         ) from exc
                     text = w.text if w.text and w.text.strip() else None
-                    self._db.execute(
-                        "INSERT INTO items (ns, key, value, created_at, updated_at, text, indexed)"
-                        " VALUES (?, ?, ?, ?, ?, ?, 0) ON CONFLICT (ns, key) DO UPDATE SET"
-                        " value = excluded.value, updated_at = excluded.updated_at,"
-                        " text = excluded.text, indexed = 0",
-                        (nsj, key, value, now, now, text),
-                    )
+                    table.put(ns, key, value, text, now)
                     if text is not None:
                         index.append((ns, key))
-                    elif row is not None and row[0]:
+                    elif was_indexed:
                         unindex.append(doc_id_for(ns, key))
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
             self._unindex(unindex)
             self._index(index)
 
@@ -294,11 +353,10 @@ class ItemStore:
             return
         docs = []
         for ns, key in keys:
-            row = self._db.execute(
-                "SELECT text, updated_at FROM items WHERE ns = ? AND key = ?", (_ns_json(ns), key)
-            ).fetchone()
-            if row is None or row[0] is None:
+            found = self._table.index_text(ns, key)
+            if found is None:
                 continue
+            text, updated = found
             meta: dict[str, Any] = {
                 "lg_item": True,
                 "lg_namespace": "/".join(ns),
@@ -307,50 +365,25 @@ class ItemStore:
             }
             meta.update({f"ns{i}": label for i, label in enumerate(ns)})
             docs.append(
-                Document(
-                    id=doc_id_for(ns, key), text=row[0], metadata=meta, timestamp=from_iso(row[1])
-                )
+                Document(id=doc_id_for(ns, key), text=text, metadata=meta, timestamp=updated)
             )
         if docs:
             self.pensive.ingest(docs)
         with self._lock:
-            self._db.executemany(
-                "UPDATE items SET indexed = 1 WHERE ns = ? AND key = ? AND text IS NOT NULL",
-                [(_ns_json(ns), key) for ns, key in keys],
-            )
+            self._table.mark_indexed(keys)
 
     def _recover(self) -> None:
-        rows = self._db.execute(
-            "SELECT ns, key FROM items WHERE indexed = 0 AND text IS NOT NULL"
-        ).fetchall()
-        if rows:
-            log.info("indexing %d items written but not indexed", len(rows))
-            self._index([(tuple(json.loads(ns)), key) for ns, key in rows])
+        keys = self._table.unindexed()
+        if keys:
+            log.info("indexing %d items written but not indexed", len(keys))
+            self._index(keys)
 
     # -- reads --------------------------------------------------------------------------------
     def get(self, namespace: Sequence[str], key: str) -> StoredItem | None:
         """The item at ``namespace``/``key``, or None."""
         ns = _check_namespace(namespace)
         with self._lock:
-            row = self._db.execute(
-                "SELECT ns, key, value, created_at, updated_at FROM items WHERE ns = ? AND key = ?",
-                (_ns_json(ns), key),
-            ).fetchone()
-        return None if row is None else _item(row)
-
-    def _under(self, prefix: Namespace, where: str = "", args: Sequence[Any] = ()) -> Any:
-        sql = "SELECT ns, key, value, created_at, updated_at FROM items"
-        conds, params = [], list(args)
-        if prefix:
-            # JSON of a namespace under ["a", "b"] starts with '["a", "b", '
-            head = _ns_json(prefix)[:-1] + ", "
-            conds.append("(ns = ? OR substr(ns, 1, ?) = ?)")
-            params[:0] = [_ns_json(prefix), len(head), head]
-        if where:
-            conds.append(where)
-        if conds:
-            sql += " WHERE " + " AND ".join(conds)
-        return sql, params
+            return self._table.get(ns, key)
 
     def search(
         self,
@@ -388,14 +421,10 @@ class ItemStore:
         if query is not None and query.strip():
             return self._ask(ns, query, filter, limit, offset)
         with self._lock:
-            sql, params = self._under(ns)
-            sql += " ORDER BY updated_at DESC, rowid DESC"
             if not filter:
-                rows = self._db.execute(f"{sql} LIMIT ? OFFSET ?", (*params, limit, offset))
-                return [_item(r) for r in rows.fetchall()]
+                return list(self._table.newest(ns, limit=limit, offset=offset))
             found = []
-            for r in self._db.execute(sql, params):
-                it = _item(r)
+            for it in self._table.newest(ns):
                 if value_matches(it.value, filter):
                     found.append(it)
                     if len(found) >= offset + limit:
@@ -414,7 +443,7 @@ class ItemStore:
         where: dict[str, Any] = {"lg_item": True}
         where.update({f"ns{i}": label for i, label in enumerate(prefix)})
         scored: dict[tuple[Namespace, str], StoredItem] = {}
-        k = min(_MAX_K, max(10, 2 * want))
+        k = min(MAX_K, max(10, 2 * want))
         while True:
             hits = self.pensive.query(query, k=k, filters=where).hits
             best: dict[str, float] = {}
@@ -430,16 +459,13 @@ class ItemStore:
                     scored[(got.namespace, got.key)] = StoredItem(
                         got.namespace, got.key, got.value, got.created_at, got.updated_at, score
                     )
-            if len(scored) >= want or len(hits) < k or k >= _MAX_K:
+            if len(scored) >= want or len(hits) < k or k >= MAX_K:
                 break
-            k = min(_MAX_K, k * 4)
+            k = min(MAX_K, k * 4)
         out = list(scored.values())[offset:want]
         if len(out) < limit:  # items kept out of the index come after, unscored
             with self._lock:
-                sql, params = self._under(prefix, "text IS NULL")
-                rows = self._db.execute(sql + " ORDER BY updated_at DESC, rowid DESC", params)
-                for r in rows:
-                    it = _item(r)
+                for it in self._table.newest(prefix, textless=True):
                     if value_matches(it.value, filter):
                         out.append(it)
                         if len(out) >= limit:
@@ -475,8 +501,7 @@ class ItemStore:
             offset: Skip this many first.
         """
         with self._lock:
-            rows = self._db.execute("SELECT DISTINCT ns FROM items").fetchall()
-        found = [tuple(json.loads(r[0])) for r in rows]
+            found = self._table.namespaces()
         found = [ns for ns in found if all(namespace_matches(ns, k, p) for k, p in conditions)]
         if max_depth is not None:
             found = list({ns[:max_depth] for ns in found})
@@ -484,16 +509,9 @@ class ItemStore:
 
     def __len__(self) -> int:
         with self._lock:
-            return int(self._db.execute("SELECT COUNT(*) FROM items").fetchone()[0])
+            return len(self._table)
 
     def close(self) -> None:
         """Close the item table (the Pensive store stays open)."""
         with self._lock:
-            self._db.close()
-
-
-def _item(row: Sequence[Any]) -> StoredItem:
-    ns, key, value, created, updated = row
-    c, u = from_iso(created), from_iso(updated)
-    assert c is not None and u is not None
-    return StoredItem(tuple(json.loads(ns)), key, json.loads(value), c, u)
+            self._table.close()

@@ -48,7 +48,7 @@ from .recall import (
 from .segments import Segmenter, Story
 from .sessions import SessionInfo
 from .turns import RESERVED_KEYS as RESERVED_KEYS  # importable from here, as they always were
-from .turns import Turn, TurnContext, TurnLog, check_turn
+from .turns import Turn, TurnContext, TurnStore, check_turn
 from .turns import turn_context as turn_context
 from .turns import turn_id as turn_id
 
@@ -93,7 +93,7 @@ class Conversation:
         self._lock = threading.RLock()
         self._closed = False
         self._suspended = False
-        self._turnlog: TurnLog | None = None
+        self._turnlog: TurnStore | None = None
         self._stores = SessionIndex(host, info.folder, info.session_id)
         self._hv: HypervectorSelector | None = None
         self._story = Story(host)
@@ -138,19 +138,17 @@ class Conversation:
 
     # -- opening ----------------------------------------------------------------------------
     def _open_log(self) -> None:
-        self._turnlog = TurnLog.open(self.folder, self.read_only)
+        self._turnlog = self._host.open_turn_log(self.folder)
         if self.read_only or self._turnlog is None:
             return
         self._segments.last_shift = self._turnlog.last_shift()
         if self._turnlog.has_unindexed():
             self._catch_up()
 
-    def _log(self) -> TurnLog | None:
+    def _log(self) -> TurnStore | None:
         if self._closed:
             raise PensiveError(f"conversation {self.session_id!r} is closed")
-        if self._turnlog is None and (
-            self._suspended or (self.read_only and (self.folder / "memory.sqlite").is_file())
-        ):
+        if self._turnlog is None and (self._suspended or self.read_only):
             woke = self._suspended
             self._suspended = False
             self._open_log()  # suspended, or written by the writer since this reader looked

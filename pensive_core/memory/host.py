@@ -3,10 +3,11 @@
 A :class:`~pensive_core.memory.conversation.Conversation` never reaches into its owner. It is
 given a host, and everything it uses of the owning store goes through these members: the
 configuration, whether the store is read-only, the model and LLM it shares, a way to open its
-own small stores, the registry of the other sessions (for a user's cross-session recall), the
-main store's passages (for ``documents_k``), and a way to say it was used (so the owner can
-release idle sessions). :class:`~pensive_core.memory.manager.StoreHost` is the host of a
-:class:`~pensive_core.Pensive` store; a test can give a fake.
+own small stores and its log (through the owner's storage engine), the registry of the other
+sessions (for a user's cross-session recall), the main store's passages (for
+``documents_k``), and a way to say it was used (so the owner can release idle sessions).
+:class:`~pensive_core.memory.manager.StoreHost` is the host of a :class:`~pensive_core.Pensive`
+store; a test can give a fake.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from ..types import Hit, QueryResult
     from .conversation import Conversation
     from .sessions import SessionInfo
+    from .turns import TurnStore
 
 __all__ = ["SessionHost"]
 
@@ -68,6 +70,17 @@ class SessionHost(Protocol):
 
         Returns:
             The store, read-only when the owner is, sharing :attr:`embedder`.
+        """
+        ...
+
+    def open_turn_log(self, folder: Path) -> TurnStore | None:
+        """Open (or, unless read-only, create) a session's log of turns, summaries and pins.
+
+        Args:
+            folder: The session's folder.
+
+        Returns:
+            The log, read-only when the owner is; None when read-only and there is none yet.
         """
         ...
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..types import Document
-from .turns import Turn, TurnContext, TurnLog, speaker
+from .turns import Turn, TurnContext, TurnStore, speaker
 
 if TYPE_CHECKING:
     from ..engine import Pensive
@@ -80,7 +80,7 @@ class SessionIndex:
             )
         return self._turns
 
-    def windows(self, log: TurnLog) -> Pensive | None:
+    def windows(self, log: TurnStore) -> Pensive | None:
         """The store of trailing windows (None when ``[memory] window_turns`` is 0 or 1, or
         for a read-only session that has none). Opening it writable indexes the windows of
         turns logged before it existed (or lost in an interrupted add).
@@ -109,7 +109,7 @@ class SessionIndex:
                     self._index_windows(log, log.turns())
         return self._windows
 
-    def ingest(self, log: TurnLog, turns: Sequence[Turn]) -> None:
+    def ingest(self, log: TurnStore, turns: Sequence[Turn]) -> None:
         """Index logged turns: each one, and the window it ends (the session is writable)."""
         store = self.turns()
         assert store is not None
@@ -125,7 +125,7 @@ class SessionIndex:
             self._windows.close()
             self._windows = None
 
-    def _index_windows(self, log: TurnLog, turns: Sequence[Turn]) -> None:
+    def _index_windows(self, log: TurnStore, turns: Sequence[Turn]) -> None:
         store = self.windows(log)
         if store is None or not turns:
             return

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..engine import Pensive
     from ..types import Hit, QueryResult
     from .conversation import Conversation
+    from .turns import TurnStore
 
 __all__ = ["Sessions", "StoreHost"]
 
@@ -190,6 +191,10 @@ class StoreHost:
             context_generator=context_generator,
             embedder=self.embedder,
         )
+
+    def open_turn_log(self, folder: Path) -> TurnStore | None:
+        """A session's log, opened by the store's storage engine, read-only when the store is."""
+        return self._store.components.storage.open_turn_log(folder, self.read_only)
 
     def sessions(self, namespace: str, user: str | None = None) -> list[SessionInfo]:
         """The registered sessions of ``namespace`` (of one user, if given), oldest first."""

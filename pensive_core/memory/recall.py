@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..types import Hit
-from .turns import Turn, TurnLog
+from .turns import Turn, TurnStore
 
 if TYPE_CHECKING:
     from ..config import MemoryConfig
@@ -82,7 +82,7 @@ def recent_hits(turns: Sequence[Turn], session_id: str) -> list[Hit]:
 
 def hypervector_hits(
     hv: HypervectorSelector,
-    log: TurnLog | None,
+    log: TurnStore | None,
     session_id: str,
     query: str,
     k: int,
@@ -110,7 +110,7 @@ class HybridSearch:
     """
 
     def __init__(
-        self, log: TurnLog, index: SessionIndex, memory: MemoryConfig, session_id: str
+        self, log: TurnStore, index: SessionIndex, memory: MemoryConfig, session_id: str
     ) -> None:
         self.log = log
         self.index = index

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .turns import Turn, TurnLog, speaker
+from .turns import Turn, TurnStore, speaker
 
 if TYPE_CHECKING:
     from .drift import DriftDetector, DriftSignal
@@ -47,50 +47,36 @@ class Story:
             return "llm" if self._host.llm is not None else "extractive"
         return choice
 
-    def close_segment(self, log: TurnLog, segment: int, end: int) -> None:
+    def close_segment(self, log: TurnStore, segment: int, end: int) -> None:
         """Summarise what is not summarised yet of ``segment``, up to turn ``end``."""
-        with log.db:
-            self._summarise(log, segment, self._summarised_to(log) + 1, end)
+        with log.transaction():
+            self._summarise(log, segment, log.summarised_to() + 1, end)
 
-    def summarise_aged(self, log: TurnLog) -> None:
+    def summarise_aged(self, log: TurnStore) -> None:
         """Summarise the open segment's turns that have aged out of the verbatim window, in
         blocks, so the story so far changes only once per block (a stable prompt prefix)."""
         cfg = self._host.config.memory
-        db = log.db
         block = max(2, _SUMMARY_BLOCK * max(cfg.recent_turns, 1))
-        last = int(db.execute("SELECT COALESCE(MAX(seq), -1) FROM turns").fetchone()[0])
-        done = self._summarised_to(log)
-        aged_end = last - cfg.recent_turns  # turns up to here are no longer shown verbatim
+        done = log.summarised_to()
+        aged_end = log.last_seq() - cfg.recent_turns  # turns up to here are no longer verbatim
         if aged_end - done < block:
             return
-        with db:
-            rows = db.execute(
-                "SELECT segment, MIN(seq), MAX(seq) FROM turns WHERE seq BETWEEN ? AND ? "
-                "GROUP BY segment ORDER BY segment",
-                (done + 1, aged_end),
-            ).fetchall()
-            for segment, start, end in rows:
-                self._summarise(log, int(segment), int(start), int(end))
+        with log.transaction():
+            for segment, start, end in log.segment_spans(done + 1, aged_end):
+                self._summarise(log, segment, start, end)
 
-    def summaries(self, log: TurnLog) -> list[str]:
+    def summaries(self, log: TurnStore) -> list[str]:
         """The story so far: one summary per block of older turns, oldest first, each headed
         by its turn range and dates (the folded story so far first)."""
-        db = log.db
-        version = int(db.execute("SELECT COALESCE(MAX(id), 0) FROM summaries").fetchone()[0])
+        version = log.summaries_version()
         if self._cache is not None and self._cache[0] == version:
             return list(self._cache[1])
-        rows = db.execute(
-            "SELECT s.start_seq, s.end_seq, s.text, a.ts, b.ts, s.level FROM summaries s "
-            "JOIN turns a ON a.seq = s.start_seq JOIN turns b ON b.seq = s.end_seq "
-            "WHERE s.level = 1 OR s.start_seq > (SELECT COALESCE(MAX(end_seq), -1) "
-            "FROM summaries WHERE level = 1) ORDER BY s.level DESC, s.start_seq"
-        ).fetchall()
         out = []
-        for start, end, text, t0, t1, level in rows:
-            d0, d1 = (t0 or "")[:10], (t1 or "")[:10]
+        for s in log.shown_summaries():
+            d0, d1 = s.began.date().isoformat(), s.ended.date().isoformat()
             when = d0 if d0 == d1 else f"{d0} to {d1}"
-            head = "story so far, turns" if level else "turns"
-            out.append(f"[{head} {start}-{end}, {when}]\n{text}")
+            head = "story so far, turns" if s.level else "turns"
+            out.append(f"[{head} {s.start}-{s.end}, {when}]\n{s.text}")
         self._cache = (version, out)
         return list(out)
 
@@ -111,7 +97,7 @@ class Story:
             return llm_summary(parts, max_tokens, count, as_completion(llm)), "llm"
         return extractive_summary(parts, max_tokens, count), "extractive"
 
-    def _summarise(self, log: TurnLog, segment: int, start: int, end: int) -> None:
+    def _summarise(self, log: TurnStore, segment: int, start: int, end: int) -> None:
         if self.method() == "none" or end < start:
             return
         from .summary import SummaryTurn
@@ -119,27 +105,17 @@ class Story:
         parts = [SummaryTurn(speaker(t.role, t.metadata), t.text) for t in log.span(start, end)]
         text, method = self._compress(parts, self._host.config.memory.summary_tokens)
         if text:
-            log.db.execute(
-                "INSERT INTO summaries (segment, start_seq, end_seq, text, method) VALUES (?,?,?,?,?)",
-                (segment, start, end, text, method),
-            )
+            log.add_summary(segment, start, end, text, method)
             self._condense(log)
         self._cache = None
 
-    def _condense(self, log: TurnLog) -> None:
+    def _condense(self, log: TurnStore) -> None:
         """Past ``_MAX_BLOCKS`` block summaries, the oldest are folded (with the previous story
         so far) into one story-so-far summary: the story stays short however long the talk."""
         from .summary import SummaryTurn
 
-        db = log.db
-        top = db.execute(
-            "SELECT end_seq, text FROM summaries WHERE level=1 ORDER BY id DESC LIMIT 1"
-        ).fetchone()
-        since = -1 if top is None else int(top[0])
-        blocks = db.execute(
-            "SELECT end_seq, text FROM summaries WHERE level=0 AND start_seq > ? ORDER BY start_seq",
-            (since,),
-        ).fetchall()
+        top = log.story_so_far()
+        blocks = log.block_summaries(-1 if top is None else top[0])
         if len(blocks) <= _MAX_BLOCKS:
             return
         old = blocks[: len(blocks) - _KEEP_BLOCKS]
@@ -151,17 +127,7 @@ class Story:
                     parts.append(SummaryTurn(who, said) if sep else SummaryTurn("", line))
         text, method = self._compress(parts, 2 * self._host.config.memory.summary_tokens)
         if text:
-            db.execute("DELETE FROM summaries WHERE level=1")
-            db.execute(
-                "INSERT INTO summaries (segment, start_seq, end_seq, text, method, level) "
-                "VALUES (-1, 0, ?, ?, ?, 1)",
-                (int(old[-1][0]), text, method),
-            )
-
-    @staticmethod
-    def _summarised_to(log: TurnLog) -> int:
-        row = log.db.execute("SELECT MAX(end_seq) FROM summaries").fetchone()[0]
-        return -1 if row is None else int(row)
+            log.fold_summaries(old[-1][0], text, method)
 
 
 class Segmenter:
@@ -190,7 +156,7 @@ class Segmenter:
         # previous turn too, which would make every turn look like its neighbour)
         return list(self._host.embedder.embed([t.text for t in turns]))
 
-    def place(self, log: TurnLog, turn: Turn, vector: np.ndarray | None, segment: int) -> Turn:
+    def place(self, log: TurnStore, turn: Turn, vector: np.ndarray | None, segment: int) -> Turn:
         """Score the turn for a topic shift; a shift (or a full segment) starts a new segment.
 
         Args:
@@ -228,7 +194,7 @@ class Segmenter:
         self._drift = None
         self.last_shift = None
 
-    def _detector(self, log: TurnLog) -> DriftDetector:
+    def _detector(self, log: TurnStore) -> DriftDetector:
         if self._drift is None:
             from .drift import DriftDetector
 

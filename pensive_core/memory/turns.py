@@ -4,17 +4,22 @@ The log holds every turn in order (its segment, its drift score, whether a topic
 with it, whether the session's index has it yet), the summaries of older turns (written by
 :mod:`.segments`) and the pinned notes. A turn is written here before it is indexed, so a turn
 the caller was told is stored survives a crash between the two.
+
+The memory code sees a log as a :class:`TurnStore`, opened by the storage engine;
+:class:`TurnLog` is the SQLite one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..context.base import ContextRequest
 from ..errors import InputError
@@ -25,9 +30,11 @@ __all__ = [
     "MAX_TURN_CHARS",
     "RESERVED_KEYS",
     "SCHEMA",
+    "Summary",
     "Turn",
     "TurnContext",
     "TurnLog",
+    "TurnStore",
     "check_turn",
     "speaker",
     "turn_context",
@@ -80,6 +87,27 @@ class Turn:
         """The turn as a :class:`Hit` (metadata plus ``role``, ``session_id`` and ``seq``)."""
         meta = {**self.metadata, "role": self.role, "session_id": session_id, "seq": self.seq}
         return Hit(self.id, self.id, self.text, score, meta, self.timestamp)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A stored summary of the turns from ``start`` to ``end``, as the story so far shows it.
+
+    Args:
+        start: The position of its first turn.
+        end: The position of its last turn.
+        text: The summary.
+        level: 0 for a block of turns, 1 for the story so far the oldest blocks were folded into.
+        began: When its first turn was said.
+        ended: When its last turn was said.
+    """
+
+    start: int
+    end: int
+    text: str
+    level: int
+    began: datetime
+    ended: datetime
 
 
 def turn_id(seq: int) -> str:
@@ -173,17 +201,136 @@ def check_turn(item: Any) -> tuple[str, str, datetime, dict[str, Any]]:
     return role.strip(), text, when, dict(meta)
 
 
+class TurnStore(Protocol):
+    """A session's log as the memory code uses it: turns, summaries and pins.
+
+    The caller serialises access (a session holds its own lock). A write outside
+    :meth:`transaction` is committed before it returns.
+    """
+
+    def __len__(self) -> int: ...
+
+    def turns(self, limit: int | None = None) -> list[Turn]:
+        """The turns in order (the last ``limit`` of them, if given)."""
+        ...
+
+    def turns_until(self, cutoff: datetime, k: int) -> list[Turn]:
+        """The last ``k`` turns at or before ``cutoff``, in order."""
+        ...
+
+    def span(self, start: int, end: int) -> list[Turn]:
+        """The turns from position ``start`` to ``end`` (both included), in order."""
+        ...
+
+    def by_seq(self, seqs: Iterable[int]) -> dict[int, Turn]:
+        """The turns at ``seqs`` that exist, by position."""
+        ...
+
+    def unindexed(self) -> list[Turn]:
+        """The turns the session's index does not have yet, in order."""
+        ...
+
+    def has_unindexed(self) -> bool:
+        """Whether some turn is not indexed yet."""
+        ...
+
+    def last_seq(self) -> int:
+        """The position of the last turn (-1 when there is none)."""
+        ...
+
+    def last_shift(self) -> int | None:
+        """The position of the last turn that started a new topic, if any."""
+        ...
+
+    def segment_start(self, segment: int) -> int | None:
+        """The position of ``segment``'s first turn (None if it has none)."""
+        ...
+
+    def segment_spans(self, start: int, end: int) -> list[tuple[int, int, int]]:
+        """``(segment, first, last)`` of each segment's turns from ``start`` to ``end``."""
+        ...
+
+    def open_segment_tail(self, n: int) -> list[Turn]:
+        """The last ``n`` indexed turns of the newest segment, in order."""
+        ...
+
+    def counts(self) -> tuple[int, int, int, int]:
+        """Turns, segments, topic shifts and summaries stored."""
+        ...
+
+    def append(self, items: Sequence[tuple[str, str, datetime, dict[str, Any]]]) -> list[Turn]:
+        """Log checked turns after the last one, in the last segment, not yet indexed."""
+        ...
+
+    def settle(self, turns: Sequence[Turn]) -> None:
+        """Record where indexed turns were placed: their segment, drift score and shift."""
+        ...
+
+    def mark_indexed(self, turns: Sequence[Turn]) -> None:
+        """Record that the index now has ``turns``."""
+        ...
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """One transaction: the writes inside it are committed together, or none if it raises."""
+        ...
+
+    def summarised_to(self) -> int:
+        """The position of the last turn a summary covers (-1 when none does)."""
+        ...
+
+    def add_summary(self, segment: int, start: int, end: int, text: str, method: str) -> None:
+        """Store the summary of a block of turns of ``segment`` (``method`` wrote it)."""
+        ...
+
+    def story_so_far(self) -> tuple[int, str] | None:
+        """The newest folded story so far: the position of its last turn, and its text."""
+        ...
+
+    def block_summaries(self, after: int) -> list[tuple[int, str]]:
+        """``(last turn, text)`` of the block summaries starting after ``after``, in order."""
+        ...
+
+    def fold_summaries(self, end: int, text: str, method: str) -> None:
+        """Replace the story so far with ``text``, which covers the turns up to ``end``."""
+        ...
+
+    def summaries_version(self) -> int:
+        """A number that grows whenever a summary is stored (0 before the first)."""
+        ...
+
+    def shown_summaries(self) -> list[Summary]:
+        """The story so far as shown: the folded summary, then the later blocks in order."""
+        ...
+
+    def pin(self, text: str) -> int:
+        """Store a pinned note; returns its id."""
+        ...
+
+    def unpin(self, pin_id: int) -> bool:
+        """Remove a pinned note; False if there was none with that id."""
+        ...
+
+    def pins(self) -> list[str]:
+        """The pinned notes, oldest first."""
+        ...
+
+    def close(self) -> None:
+        """Release the log."""
+        ...
+
+
 class TurnLog:
     """A session's ``memory.sqlite``: its turns, summaries and pins. Plain SQLite.
 
-    Open one with :meth:`open`. The caller serialises access (a session holds its own lock).
+    The :class:`TurnStore` of the embedded storage engine; open one with :meth:`open`. The
+    caller serialises access (a session holds its own lock).
 
     Args:
         db: The open connection.
 
     Attributes:
-        db: The SQLite connection. :mod:`.segments` reads and writes the ``summaries`` table
-            through it, inside the same transactions as the turns it summarises.
+        db: The SQLite connection (this class's own; the memory code uses the
+            :class:`TurnStore` methods).
     """
 
     def __init__(self, db: sqlite3.Connection) -> None:
@@ -262,6 +409,10 @@ class TurnLog:
         """Whether some turn is not indexed yet."""
         return self.db.execute("SELECT 1 FROM turns WHERE indexed=0 LIMIT 1").fetchone() is not None
 
+    def last_seq(self) -> int:
+        """The position of the last turn (-1 when there is none)."""
+        return int(self.db.execute("SELECT COALESCE(MAX(seq), -1) FROM turns").fetchone()[0])
+
     def last_shift(self) -> int | None:
         """The position of the last turn that started a new topic, if any."""
         last = self.db.execute("SELECT MAX(seq) FROM turns WHERE shift=1").fetchone()[0]
@@ -271,6 +422,15 @@ class TurnLog:
         """The position of ``segment``'s first turn (None if it has none)."""
         row = self.db.execute("SELECT MIN(seq) FROM turns WHERE segment=?", (segment,)).fetchone()
         return None if row[0] is None else int(row[0])
+
+    def segment_spans(self, start: int, end: int) -> list[tuple[int, int, int]]:
+        """``(segment, first, last)`` of each segment's turns from ``start`` to ``end``."""
+        rows = self.db.execute(
+            "SELECT segment, MIN(seq), MAX(seq) FROM turns WHERE seq BETWEEN ? AND ? "
+            "GROUP BY segment ORDER BY segment",
+            (start, end),
+        ).fetchall()
+        return [(int(seg), int(first), int(last)) for seg, first, last in rows]
 
     def open_segment_tail(self, n: int) -> list[Turn]:
         """The last ``n`` indexed turns of the newest segment, in order."""
@@ -327,6 +487,68 @@ class TurnLog:
         self.db.executemany("UPDATE turns SET indexed=1 WHERE seq=?", [(t.seq,) for t in turns])
         self.db.commit()
 
+    # -- summaries ----------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One transaction: committed when the block ends, rolled back if it raises."""
+        with self.db:
+            yield
+
+    def summarised_to(self) -> int:
+        """The position of the last turn a summary covers (-1 when none does)."""
+        row = self.db.execute("SELECT MAX(end_seq) FROM summaries").fetchone()[0]
+        return -1 if row is None else int(row)
+
+    def add_summary(self, segment: int, start: int, end: int, text: str, method: str) -> None:
+        """Store the summary of a block of turns of ``segment`` (``method`` wrote it); called
+        inside :meth:`transaction`."""
+        self.db.execute(
+            "INSERT INTO summaries (segment, start_seq, end_seq, text, method) VALUES (?,?,?,?,?)",
+            (segment, start, end, text, method),
+        )
+
+    def story_so_far(self) -> tuple[int, str] | None:
+        """The newest folded story so far: the position of its last turn, and its text."""
+        row = self.db.execute(
+            "SELECT end_seq, text FROM summaries WHERE level=1 ORDER BY id DESC LIMIT 1"
+        ).fetchone()
+        return None if row is None else (int(row[0]), row[1])
+
+    def block_summaries(self, after: int) -> list[tuple[int, str]]:
+        """``(last turn, text)`` of the block summaries starting after ``after``, in order."""
+        rows = self.db.execute(
+            "SELECT end_seq, text FROM summaries WHERE level=0 AND start_seq > ? ORDER BY start_seq",
+            (after,),
+        ).fetchall()
+        return [(int(end), text) for end, text in rows]
+
+    def fold_summaries(self, end: int, text: str, method: str) -> None:
+        """Replace the story so far with ``text``, which covers the turns up to ``end``; called
+        inside :meth:`transaction`."""
+        self.db.execute("DELETE FROM summaries WHERE level=1")
+        self.db.execute(
+            "INSERT INTO summaries (segment, start_seq, end_seq, text, method, level) "
+            "VALUES (-1, 0, ?, ?, ?, 1)",
+            (end, text, method),
+        )
+
+    def summaries_version(self) -> int:
+        """The id of the newest summary (0 before the first): it grows with every one stored."""
+        return int(self.db.execute("SELECT COALESCE(MAX(id), 0) FROM summaries").fetchone()[0])
+
+    def shown_summaries(self) -> list[Summary]:
+        """The story so far as shown: the folded summary, then the later blocks in order."""
+        rows = self.db.execute(
+            "SELECT s.start_seq, s.end_seq, s.text, s.level, a.ts, b.ts FROM summaries s "
+            "JOIN turns a ON a.seq = s.start_seq JOIN turns b ON b.seq = s.end_seq "
+            "WHERE s.level = 1 OR s.start_seq > (SELECT COALESCE(MAX(end_seq), -1) "
+            "FROM summaries WHERE level = 1) ORDER BY s.level DESC, s.start_seq"
+        ).fetchall()
+        return [
+            Summary(int(start), int(end), text, int(level), _time(t0), _time(t1))
+            for start, end, text, level, t0, t1 in rows
+        ]
+
     # -- pins ---------------------------------------------------------------------------------
     def pin(self, text: str) -> int:
         """Store a pinned note; returns its id."""
@@ -352,16 +574,20 @@ class TurnLog:
 
 def _turn(row: Sequence[Any]) -> Turn:
     seq, role, text, ts, meta, segment, drift, shift = row
-    when = from_iso(ts)
-    assert when is not None
     return Turn(
         turn_id(int(seq)),
         int(seq),
         role,
         text,
-        when,
+        _time(ts),
         json.loads(meta),
         int(segment),
         None if drift is None else float(drift),
         bool(shift),
     )
+
+
+def _time(ts: str) -> datetime:
+    when = from_iso(ts)
+    assert when is not None
+    return when

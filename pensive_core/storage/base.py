@@ -8,11 +8,13 @@ A :class:`StorageEngine` opens each part behind the protocol its own module owns
 (:class:`~pensive_core.graph.UseHistory`, :class:`~pensive_core.graph.EdgeStrengths`), the
 statements (:class:`~pensive_core.temporal.TemporalTables`), the hot cache
 (:class:`~pensive_core.cache.AnswerCache`), the query statistics
-(:class:`~pensive_core.stats.QueryStats`) and the context cache
-(:class:`~pensive_core.context.cache.ContextStore`). The query and ingest stages see only
-those protocols, so another engine (Postgres) is added here without touching them.
-:class:`~pensive_core.storage.embedded.EmbeddedStorage` (SQLite and files in one folder) is
-the default.
+(:class:`~pensive_core.stats.QueryStats`), the context cache
+(:class:`~pensive_core.context.cache.ContextStore`), each conversation session's log
+(:class:`~pensive_core.memory.turns.TurnStore`) and the LangGraph item tables
+(:class:`~pensive_core.items.ItemRecords`). The query and ingest stages, the conversation
+sessions and the item store see only those protocols, so another engine (Postgres) is added
+here without touching them. :class:`~pensive_core.storage.embedded.EmbeddedStorage` (SQLite
+and files in one folder) is the default.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from ..config import BM25Config, RouterConfig
 from ..context.cache import ContextStore
 from ..graph.learning import EdgeStrengths, LearningConfig, UseHistory
 from ..graph.store import GraphTables
+from ..items import ItemRecords
+from ..memory.turns import TurnStore
 from ..sparse.base import SparseIndex
 from ..stats import QueryStats
 from ..temporal.store import TemporalTables
@@ -129,6 +133,27 @@ class StorageEngine(Protocol):
 
     def open_context_cache(self) -> ContextStore:
         """The cache of LLM-written situating contexts."""
+        ...
+
+    def open_turn_log(self, folder: Path, read_only: bool) -> TurnStore | None:
+        """A conversation session's log of turns, summaries and pins.
+
+        Args:
+            folder: The session's folder (inside :attr:`path`).
+            read_only: Open without writing (then never create anything).
+
+        Returns:
+            The log; None when ``read_only`` and there is none yet.
+        """
+        ...
+
+    def open_item_table(self, filename: str) -> ItemRecords:
+        """A table of namespaced JSON items (:class:`~pensive_core.items.ItemStore`'s), made
+        on first use.
+
+        Args:
+            filename: Its name, unique among the store's item tables.
+        """
         ...
 
     def disk_bytes(self) -> int:

@@ -3,8 +3,9 @@
 ``pensive.sqlite`` (WAL) holds the archive, passages, metadata, graph, statements, learning
 tables, query statistics and the context cache; ``l1.sqlite`` the hot cache; ``bm25/`` the
 sparse index's segments; ``vectors*/`` the vector backend's files (or nothing, for a managed
-service); ``conversations/`` one folder per session. Writers take an advisory lock on
-``writer.lock``; readers take none.
+service); ``conversations/`` one folder per session (its log in ``memory.sqlite``); each item
+store's table is a SQLite file of its own (``items.sqlite`` by default). Writers take an
+advisory lock on ``writer.lock``; readers take none.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from ..context.cache import ContextCache
 from ..errors import PensiveError
 from ..graph.learning import BaseLevel, Hebbian, LearningConfig
 from ..graph.store import GraphStore
+from ..item_table import ItemTable
+from ..memory.turns import TurnLog
 from ..sparse.base import SparseIndex
 from ..sparse.bm25 import BM25Index
 from ..stats import RouterStats
@@ -184,6 +187,15 @@ class EmbeddedStorage:
     def open_context_cache(self) -> ContextCache:
         """The LLM context cache, a table in ``pensive.sqlite`` (made on first use)."""
         return ContextCache(self._db())
+
+    def open_turn_log(self, folder: Path, read_only: bool) -> TurnLog | None:
+        """A session's log, ``memory.sqlite`` in its folder (see :meth:`TurnLog.open`)."""
+        return TurnLog.open(folder, read_only)
+
+    def open_item_table(self, filename: str) -> ItemTable:
+        """An item table, a SQLite file of its own in the store folder (made on first use, by a
+        reader too)."""
+        return ItemTable(self.path / filename)
 
     def disk_bytes(self) -> int:
         """Bytes of every file under the store folder."""

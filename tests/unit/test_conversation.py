@@ -472,6 +472,7 @@ def test_a_session_needs_nothing_of_its_owner_but_a_session_host(tmp_path):
     from pensive_core.embedders import create_embedder
     from pensive_core.memory.conversation import Conversation
     from pensive_core.memory.sessions import SessionRegistry
+    from pensive_core.memory.turns import TurnLog
 
     class Host:  # a SessionHost with no Pensive owner behind it
         config = load_config(HASH_CONFIG)
@@ -488,6 +489,9 @@ def test_a_session_needs_nothing_of_its_owner_but_a_session_host(tmp_path):
             return Pensive(
                 folder, config, context_generator=context_generator, embedder=self.embedder
             )
+
+        def open_turn_log(self, folder):
+            return TurnLog.open(folder, self.read_only)
 
         def sessions(self, namespace, user=None):
             return self.registry.sessions(namespace, user)
