@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..embedders.base import Embedder, QueryCache
 from ..errors import PensiveError
-from .sessions import SessionInfo, SessionRegistry, check_name
+from .sessions import SessionCatalog, SessionInfo, check_name
 
 if TYPE_CHECKING:
     from ..config import PensiveConfig
@@ -48,7 +48,7 @@ class Sessions:
         self._store = store
         self._lock = threading.RLock()
         self._open: dict[tuple[str, str], Conversation] = {}
-        self._registry: SessionRegistry | None = None
+        self._registry: SessionCatalog | None = None
         self._memo: QueryCache | None = None
         self._closed = False
         self.host = StoreHost(store, self)
@@ -92,13 +92,12 @@ class Sessions:
             return [s.session_id for s in self.registry.sessions(namespace, user)]
 
     @property
-    def registry(self) -> SessionRegistry:
-        """The registry of the store's sessions (opened on first use)."""
+    def registry(self) -> SessionCatalog:
+        """The registry of the store's sessions (opened on first use, through the storage
+        engine)."""
         with self._lock:
             if self._registry is None:
-                self._registry = SessionRegistry(
-                    self._store.path / "conversations", read_only=self._store.read_only
-                )
+                self._registry = self._store.components.storage.open_session_catalog()
             return self._registry
 
     @property

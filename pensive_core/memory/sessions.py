@@ -13,11 +13,12 @@ import sqlite3
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from ..errors import InputError
 from ..timeutil import to_iso, utcnow
 
-__all__ = ["SessionInfo", "SessionRegistry", "check_name", "session_folder"]
+__all__ = ["SessionCatalog", "SessionInfo", "SessionRegistry", "check_name", "session_folder"]
 
 _UNSAFE_RE = re.compile(r"[^A-Za-z0-9_.-]+")
 MAX_NAME = 512
@@ -163,3 +164,24 @@ class SessionRegistry:
         if self._db is not None:
             self._db.close()
             self._db = None
+
+
+class SessionCatalog(Protocol):
+    """Which sessions a store has, persisted. :class:`SessionRegistry` (``sessions.sqlite``
+    under ``conversations/``) is the embedded implementation."""
+
+    def get(self, namespace: str, session_id: str) -> SessionInfo | None:
+        """The session, or None when it is not registered."""
+        ...
+
+    def register(self, namespace: str, session_id: str, user: str | None) -> SessionInfo:
+        """Register a session (or return it); a session keeps the user it was first given."""
+        ...
+
+    def sessions(self, namespace: str, user: str | None = None) -> list[SessionInfo]:
+        """The sessions of ``namespace`` (of one user, if given), oldest first."""
+        ...
+
+    def close(self) -> None:
+        """Release the catalog."""
+        ...

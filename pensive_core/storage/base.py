@@ -10,7 +10,8 @@ statements (:class:`~pensive_core.temporal.TemporalTables`), the hot cache
 (:class:`~pensive_core.cache.AnswerCache`), the query statistics
 (:class:`~pensive_core.stats.QueryStats`), the context cache
 (:class:`~pensive_core.context.cache.ContextStore`), each conversation session's log
-(:class:`~pensive_core.memory.turns.TurnStore`) and the LangGraph item tables
+(:class:`~pensive_core.memory.turns.TurnStore`, and which sessions exist,
+:class:`~pensive_core.memory.sessions.SessionCatalog`) and the LangGraph item tables
 (:class:`~pensive_core.items.ItemRecords`). The query and ingest stages, the conversation
 sessions and the item store see only those protocols, so another engine (Postgres) is added
 here without touching them. :class:`~pensive_core.storage.embedded.EmbeddedStorage` (SQLite
@@ -30,6 +31,7 @@ from ..context.cache import ContextStore
 from ..graph.learning import EdgeStrengths, LearningConfig, UseHistory
 from ..graph.store import GraphTables
 from ..items import ItemRecords
+from ..memory.sessions import SessionCatalog
 from ..memory.turns import TurnStore
 from ..sparse.base import SparseIndex
 from ..stats import QueryStats
@@ -145,6 +147,10 @@ class StorageEngine(Protocol):
         Returns:
             The log; None when ``read_only`` and there is none yet.
         """
+        ...
+
+    def open_session_catalog(self) -> SessionCatalog:
+        """Which conversation sessions the store has (made on first use by a writer)."""
         ...
 
     def open_item_table(self, filename: str) -> ItemRecords:

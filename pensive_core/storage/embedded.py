@@ -26,6 +26,7 @@ from ..errors import PensiveError
 from ..graph.learning import BaseLevel, Hebbian, LearningConfig
 from ..graph.store import GraphStore
 from ..item_table import ItemTable
+from ..memory.sessions import SessionRegistry
 from ..memory.turns import TurnLog
 from ..sparse.base import SparseIndex
 from ..sparse.bm25 import BM25Index
@@ -191,6 +192,10 @@ class EmbeddedStorage:
     def open_turn_log(self, folder: Path, read_only: bool) -> TurnLog | None:
         """A session's log, ``memory.sqlite`` in its folder (see :meth:`TurnLog.open`)."""
         return TurnLog.open(folder, read_only)
+
+    def open_session_catalog(self) -> SessionRegistry:
+        """The session registry, ``conversations/sessions.sqlite``."""
+        return SessionRegistry(self.path / "conversations", read_only=self.read_only)
 
     def open_item_table(self, filename: str) -> ItemTable:
         """An item table, a SQLite file of its own in the store folder (made on first use, by a
