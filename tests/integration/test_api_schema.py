@@ -17,6 +17,8 @@ from schemathesis.checks import not_a_server_error  # noqa: E402
 from pensive_core.server import create_app  # noqa: E402
 from tests.conftest import HASH_CONFIG, free_port, wait_ready  # noqa: E402
 
+pytestmark = pytest.mark.integration
+
 KEY = "schema-key-" + "s" * 24
 AUTH = {"Authorization": f"Bearer {KEY}"}
 

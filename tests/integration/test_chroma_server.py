@@ -10,8 +10,10 @@ from benchmarks.backends import free_port, start_chroma_server, stop_chroma_serv
 from pensive_core import BackendError, Pensive
 from pensive_core.backends import create_backend
 from pensive_core.config import ChromaConfig
+from pensive_core.testing import DIM, VectorBackendTests
 from tests.conftest import HASH_CONFIG, docs_corpus
-from tests.unit.test_backends import DIM, Conformance
+
+pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
@@ -23,18 +25,16 @@ def chroma_port(tmp_path_factory):
     stop_chroma_server(proc, log)
 
 
-class TestChromaServer(Conformance):
-    name = "chroma"
+class TestChromaServer(VectorBackendTests):
+    @pytest.fixture
+    def make_backend(self, chroma_port):
+        def make(folder):
+            # one collection per test folder: tests share the server, never each other's vectors
+            coll = "t" + hashlib.blake2b(str(folder).encode(), digest_size=8).hexdigest()
+            cfg = ChromaConfig(mode="http", port=chroma_port, collection=coll)
+            return create_backend("chroma", folder, DIM, cfg)
 
-    @pytest.fixture(autouse=True)
-    def _server(self, chroma_port):
-        self.port = chroma_port
-
-    def make(self, folder):
-        # one collection per test folder: tests share the server, never each other's vectors
-        coll = "t" + hashlib.blake2b(str(folder).encode(), digest_size=8).hexdigest()
-        cfg = ChromaConfig(mode="http", port=self.port, collection=coll)
-        return create_backend(self.name, folder, DIM, cfg)
+        return make
 
 
 def test_pensive_on_a_chroma_server(tmp_path, chroma_port):

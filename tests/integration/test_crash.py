@@ -24,6 +24,8 @@ from benchmarks.crash import (
     workload,
 )
 
+pytestmark = pytest.mark.integration
+
 SEED = 11
 
 

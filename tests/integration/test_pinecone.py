@@ -19,8 +19,9 @@ from pensive_core.backends.pinecone import PineconeBackend, pinecone_filter
 from pensive_core.config import PineconeConfig
 from pensive_core.errors import BackendError, ConfigError, InputError, MissingDependencyError
 from pensive_core.filters import parse_filter
+from pensive_core.testing import DIM, VectorBackendTests
+from pensive_core.testing import unit_vectors as unit
 from tests.fakes.pinecone_fake import serve_pinecone_fake
-from tests.unit.test_backends import DIM, Conformance, unit
 
 pytest.importorskip("pinecone")
 
@@ -41,26 +42,26 @@ def fake(monkeypatch):
         yield f
 
 
-class TestPineconeFake(Conformance):
+class TestPineconeFake(VectorBackendTests):
     """The whole conformance suite, each test on a fresh fake service."""
 
-    @pytest.fixture(autouse=True)
-    def _service(self, fake):
-        self.fake = fake
-        self.opened = []
-        yield
-        for b in self.opened:
+    @pytest.fixture
+    def make_backend(self, fake):
+        opened = []
+
+        def make(folder):
+            b = create_backend("pinecone", folder, DIM, fake_options(fake.url))
+            opened.append(b)
+            return b
+
+        yield make
+        for b in opened:
             b.close()
 
-    def make(self, folder):
-        b = create_backend("pinecone", folder, DIM, fake_options(self.fake.url))
-        self.opened.append(b)
-        return b
-
-    def test_other_dimension_is_refused(self, tmp_path):
-        self.make(tmp_path).upsert(["a"], unit(np.random.default_rng(8), 1))
+    def test_other_dimension_is_refused(self, make_backend, fake, tmp_path):
+        make_backend(tmp_path).upsert(["a"], unit(np.random.default_rng(8), 1))
         with pytest.raises(ConfigError, match="16-d.*32-d"):
-            PineconeBackend(tmp_path, 32, fake_options(self.fake.url))
+            PineconeBackend(tmp_path, 32, fake_options(fake.url))
 
 
 class _Prefixed:
@@ -103,29 +104,30 @@ class _Prefixed:
     reason="PINECONE_API_KEY is not set: the real-service suite needs a Pinecone API key "
     "(and uses the index named by PINECONE_INDEX, default 'pensive-test', 16-d cosine)",
 )
-class TestPineconeReal(Conformance):
+class TestPineconeReal(VectorBackendTests):
     """The conformance suite against the real service, one fresh namespace prefix per test.
 
     Pinecone is eventually consistent, so ``settle`` waits for counts to reach the expected
     value and then a short grace period (``PINECONE_SETTLE_S``, default 2 s) for queries.
     """
 
-    @pytest.fixture(autouse=True)
-    def _isolation(self):
-        self.options = PineconeConfig(
+    @pytest.fixture
+    def make_backend(self):
+        options = PineconeConfig(
             index=os.environ.get("PINECONE_INDEX", "pensive-test"), backoff_s=1.0
         )
-        self.prefix = "t" + uuid.uuid4().hex[:12]
-        self.used: set[str] = set()
-        yield
-        cleanup = PineconeBackend(None, DIM, self.options)
-        for ns in self.used:
+        prefix = "t" + uuid.uuid4().hex[:12]
+        used: set[str] = set()
+
+        def make(folder):
+            return _Prefixed(PineconeBackend(folder, DIM, options), prefix, used)
+
+        yield make
+        cleanup = PineconeBackend(None, DIM, options)
+        for ns in used:
             with contextlib.suppress(Exception):  # the namespace may never have been written
                 cleanup.index.delete(delete_all=True, namespace=ns)
         cleanup.close()
-
-    def make(self, folder):
-        return _Prefixed(PineconeBackend(folder, DIM, self.options), self.prefix, self.used)
 
     def settle(self, backend, namespace="", expect=None):
         if expect is not None:

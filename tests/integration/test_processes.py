@@ -6,8 +6,12 @@ import multiprocessing as mp
 import time
 import traceback
 
+import pytest
+
 from pensive_core import Document, Pensive
 from tests.conftest import HASH_CONFIG, docs_corpus
+
+pytestmark = pytest.mark.integration
 
 CONFIG = {**HASH_CONFIG, "router": {"l1": True}}
 ROUNDS = 12

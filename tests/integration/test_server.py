@@ -24,6 +24,8 @@ from pensive_core.server.keys import KeyRing, load_keys  # noqa: E402
 from pensive_core.server.worker import WorkerError  # noqa: E402
 from tests.conftest import HASH_CONFIG, free_port, wait_ready  # noqa: E402
 
+pytestmark = pytest.mark.integration
+
 KEY_A = "key-a-" + "a" * 26
 KEY_B = "key-b-" + "b" * 26
 A = {"Authorization": f"Bearer {KEY_A}"}

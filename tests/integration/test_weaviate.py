@@ -20,8 +20,9 @@ from pensive_core.backends.weaviate import WeaviateBackend
 from pensive_core.config import WeaviateConfig
 from pensive_core.errors import BackendError, ConfigError, MissingDependencyError
 from pensive_core.filters import matches, parse_filter
+from pensive_core.testing import DIM, VectorBackendTests
+from pensive_core.testing import unit_vectors as unit
 from tests.fakes.weaviate_fake import serve_weaviate_fake
-from tests.unit.test_backends import DIM, Conformance, unit
 
 pytest.importorskip("weaviate")
 
@@ -57,28 +58,28 @@ def _no_weaviate_key(monkeypatch):
         monkeypatch.delenv("WEAVIATE_API_KEY", raising=False)
 
 
-class TestWeaviateFake(Conformance):
+class TestWeaviateFake(VectorBackendTests):
     """The whole conformance suite, through the real client, against the fake."""
 
-    @pytest.fixture(autouse=True)
-    def _server(self, fake):
-        self.fake = fake
-        self.opened: list[WeaviateBackend] = []
-        yield
-        for b in self.opened:
+    @pytest.fixture
+    def make_backend(self, fake):
+        opened: list[WeaviateBackend] = []
+
+        def make(folder):
+            b = WeaviateBackend(folder, DIM, _cfg(fake, collection=_collection_for(folder)))
+            opened.append(b)
+            return b
+
+        yield make
+        for b in opened:
             b.close()
 
-    def make(self, folder):
-        b = WeaviateBackend(folder, DIM, _cfg(self.fake, collection=_collection_for(folder)))
-        self.opened.append(b)
-        return b
-
-    def test_other_dimension_is_refused(self, tmp_path):
-        self.make(tmp_path).upsert(["a"], unit(np.random.default_rng(8), 1))
+    def test_other_dimension_is_refused(self, make_backend, fake, tmp_path):
+        make_backend(tmp_path).upsert(["a"], unit(np.random.default_rng(8), 1))
         with pytest.raises(ConfigError, match="16-d"):
-            WeaviateBackend(tmp_path, 32, _cfg(self.fake, collection=_collection_for(tmp_path)))
+            WeaviateBackend(tmp_path, 32, _cfg(fake, collection=_collection_for(tmp_path)))
 
-    def test_mixed_value_kinds_and_key_case(self, tmp_path):
+    def test_mixed_value_kinds_and_key_case(self, make_backend, tmp_path):
         """One key holding strings, numbers and booleans; keys differing only in case."""
         vecs = unit(np.random.default_rng(13), 6)
         meta = [
@@ -90,7 +91,7 @@ class TestWeaviateFake(Conformance):
             {},
         ]
         ids = [f"id{i}" for i in range(6)]
-        b = self.make(tmp_path)
+        b = make_backend(tmp_path)
         b.upsert(ids, vecs, meta)
         cases = [
             {"v": 1},
@@ -112,9 +113,9 @@ class TestWeaviateFake(Conformance):
             want = {ids[i] for i in range(6) if matches(where, meta[i])}
             assert {c for c, _ in b.search(vecs[0], 10, where=where)} == want, spec
 
-    def test_upsert_drops_old_keys(self, tmp_path):
+    def test_upsert_drops_old_keys(self, make_backend, tmp_path):
         vecs = unit(np.random.default_rng(14), 2)
-        b = self.make(tmp_path)
+        b = make_backend(tmp_path)
         b.upsert(["a", "b"], vecs, [{"old": 1, "keep": "k"}, {"old": 2}])
         b.upsert(["a"], vecs[:1], [{"keep": "k"}])
         assert [c for c, _ in b.search(vecs[0], 5, where=parse_filter({"old": 1}))] == []
@@ -122,17 +123,17 @@ class TestWeaviateFake(Conformance):
             "b"
         }
 
-    def test_repeated_id_in_one_upsert_keeps_the_last(self, tmp_path):
+    def test_repeated_id_in_one_upsert_keeps_the_last(self, make_backend, tmp_path):
         vecs = unit(np.random.default_rng(15), 2)
-        b = self.make(tmp_path)
+        b = make_backend(tmp_path)
         b.upsert(["a", "a"], vecs, [{"n": 1}, {"n": 2}])
         assert b.count() == 1
         np.testing.assert_allclose(b.fetch(["a"])["a"], vecs[1], atol=1e-6)
         assert [c for c, _ in b.search(vecs[0], 5, where=parse_filter({"n": 2}))] == ["a"]
 
-    def test_layout_on_the_server(self, tmp_path):
+    def test_layout_on_the_server(self, make_backend, tmp_path):
         """Tenants per namespace (the default one included), uuid5 ids, the id property."""
-        b = self.make(tmp_path)
+        b = make_backend(tmp_path)
         b.upsert(["doc-1"], unit(np.random.default_rng(16), 1), [{"k": "v"}], namespace="ns1")
         b.upsert(["doc-2"], unit(np.random.default_rng(17), 1))
         names = set(b.coll.tenants.get())
@@ -158,34 +159,35 @@ def _real_settings():
     reason="set WEAVIATE_URL (and WEAVIATE_GRPC_PORT, WEAVIATE_API_KEY if needed) to run "
     "the conformance suite against a real Weaviate",
 )
-class TestWeaviateReal(Conformance):
+class TestWeaviateReal(VectorBackendTests):
     """The same suite against a real server; each test gets its own collection, deleted after."""
 
     salt = uuid.uuid4().hex
 
-    @pytest.fixture(autouse=True)
-    def _collections(self):
-        self.opened: list[WeaviateBackend] = []
-        self.names: set[str] = set()
-        yield
-        for b in self.opened:
+    @pytest.fixture
+    def make_backend(self):
+        opened: list[WeaviateBackend] = []
+        names: set[str] = set()
+
+        def make(folder):
+            settings = _real_settings()
+            assert settings is not None
+            name = _collection_for(folder, self.salt)
+            names.add(name)
+            b = WeaviateBackend(
+                folder, DIM, WeaviateConfig(**settings, collection=name, timeout_s=30.0)
+            )
+            opened.append(b)
+            return b
+
+        yield make
+        for b in opened:
             if b.client is not None:
-                for name in self.names:
+                for name in names:
                     b.client.collections.delete(name)
                 break
-        for b in self.opened:
+        for b in opened:
             b.close()
-
-    def make(self, folder):
-        settings = _real_settings()
-        assert settings is not None
-        name = _collection_for(folder, self.salt)
-        self.names.add(name)
-        b = WeaviateBackend(
-            folder, DIM, WeaviateConfig(**settings, collection=name, timeout_s=30.0)
-        )
-        self.opened.append(b)
-        return b
 
     def settle(self, backend, namespace="", expect=None):
         if expect is None:

@@ -11,6 +11,7 @@ from tests.conftest import DATA
 
 pytestmark = [
     pytest.mark.quality,
+    pytest.mark.slow,  # the default config: the real MiniLM embeds the slice
     pytest.mark.skipif(
         not (DATA / "niah_haystack").exists() or not (DATA / "scifact").exists(),
         reason=f"haystack data not found under {DATA}",

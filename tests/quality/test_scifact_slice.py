@@ -12,6 +12,7 @@ from tests.conftest import DATA
 
 pytestmark = [
     pytest.mark.quality,
+    pytest.mark.slow,  # the default config: the real MiniLM embeds the slice
     pytest.mark.skipif(
         not (DATA / "scifact" / "corpus.jsonl").exists(),
         reason=f"SciFact data not found under {DATA}",

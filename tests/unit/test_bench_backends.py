@@ -66,6 +66,7 @@ def test_exact_topk_matches_argsort():
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.slow  # the whole benchmark, at a tiny scale
 def test_tiny_scale_run_writes_results(tmp_path, monkeypatch):
     pytest.importorskip("faiss")
     monkeypatch.setattr(

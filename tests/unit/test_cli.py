@@ -30,6 +30,7 @@ def run(*args, cwd, env_extra=None):
     )
 
 
+@pytest.mark.slow  # a real `pensive` process per command
 def test_ingest_query_stats(tmp_path):
     docs = tmp_path / "docs"
     docs.mkdir()
@@ -59,6 +60,7 @@ def cells(stdout, first):
     raise AssertionError(f"no row {first!r} in:\n{stdout}")
 
 
+@pytest.mark.slow  # a real `pensive` process per command
 def test_stats_shows_tiers_and_l1(tmp_path):
     store = tmp_path / "store"
     with Pensive(store, config={**HASH_CONFIG, "router": {"l1": True}}) as p:
@@ -77,6 +79,7 @@ def test_stats_shows_tiers_and_l1(tmp_path):
     assert "L3 escalations" in out.stdout
 
 
+@pytest.mark.slow  # a real `pensive` process per command
 def test_stats_and_query_beside_a_writer(tmp_path):
     store = tmp_path / "store"
     (tmp_path / "more.txt").write_text("Invoice INV-9000 is due in June.")
@@ -93,6 +96,7 @@ def test_stats_and_query_beside_a_writer(tmp_path):
         assert out.returncode == 1 and "open for writing" in out.stderr
 
 
+@pytest.mark.slow  # a real `pensive` process per command
 def test_errors_are_one_line(tmp_path):
     out = run("stats", "-s", str(tmp_path / "s"), cwd=tmp_path)
     assert out.returncode == 1 and "no Pensive store at" in out.stderr
@@ -109,6 +113,7 @@ def test_errors_are_one_line(tmp_path):
     assert out.returncode == 1 and "no such file" in out.stderr
 
 
+@pytest.mark.slow  # a real `pensive` process per command
 def test_an_aggregation_question_prints_its_count(tmp_path):
     store = tmp_path / "store"
     diary = [
@@ -125,6 +130,7 @@ def test_an_aggregation_question_prints_its_count(tmp_path):
     assert "entity graph: " in out.stdout and " in 3 passages" in out.stdout
 
 
+@pytest.mark.slow  # a real `pensive` process per command
 def test_a_superseded_hit_and_the_time_asked_about_are_shown(tmp_path):
     from datetime import datetime
 

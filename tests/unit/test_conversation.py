@@ -217,6 +217,7 @@ def test_read_only_store_reads_conversations(tmp_path):
         assert r.conversation("never-made").recall("anything", k=2) == []
 
 
+@pytest.mark.slow  # the bundled MiniLM
 def test_drift_marks_a_segment_boundary_and_summarises_it(tmp_path):
     with Pensive(tmp_path / "store") as p:  # the bundled model: drift on real embeddings
         chat = p.conversation("s")

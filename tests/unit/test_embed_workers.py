@@ -4,6 +4,7 @@ and nothing is left running (or unreaped) after close."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import random
 import signal
@@ -13,12 +14,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("sentence_transformers")
+from pensive_core.embedders.worker import WorkerPool, split_balanced
+from pensive_core.errors import EmbedderError
 
-from pensive_core.embedders.worker import WorkerPool, split_balanced  # noqa: E402
-from pensive_core.errors import EmbedderError  # noqa: E402
-
-pytestmark = pytest.mark.slow  # loads the real embedding model
+# find_spec rather than importorskip: collecting this module, even to deselect it from the
+# fast loop, must not import torch
+pytestmark = [
+    pytest.mark.slow,  # loads the real embedding model
+    pytest.mark.skipif(
+        importlib.util.find_spec("sentence_transformers") is None,
+        reason="sentence-transformers is not installed (extra minilm)",
+    ),
+]
 
 BATCH = 8  # workers take batches of 2 * BATCH = 16 passages or more
 

@@ -118,6 +118,7 @@ _QUESTIONS = [
 ]
 
 
+@pytest.mark.slow
 def test_queries_go_through_onnxruntime_and_match_pytorch(minilm):
     pytest.importorskip("onnxruntime")
     for q in _QUESTIONS:
@@ -128,6 +129,7 @@ def test_queries_go_through_onnxruntime_and_match_pytorch(minilm):
     assert minilm.query_encoder is not None  # onnx and onnxruntime come with the minilm extra
 
 
+@pytest.mark.slow
 def test_the_exported_query_model_is_cached_and_a_torn_cache_file_is_replaced(
     minilm, tmp_path, monkeypatch
 ):
@@ -151,6 +153,7 @@ def test_the_exported_query_model_is_cached_and_a_torn_cache_file_is_replaced(
     assert float(again(q) @ ref(q)) >= 0.9999
 
 
+@pytest.mark.slow
 def test_a_model_onnx_cannot_reproduce_stays_on_pytorch(minilm, tmp_path, monkeypatch):
     pytest.importorskip("onnxruntime")
     from pensive_core.embedders.onnx_query import OnnxQueryEncoder

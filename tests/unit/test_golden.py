@@ -7,9 +7,14 @@ import pytest
 from tests.golden import harness
 
 MODEL_FREE = harness.names(include_model=False)
+# the fast loop replays the default configuration and conversation memory; the other
+# configurations take seconds each and run with the slow tests
+FAST = {"default", "conversation"}
 
 
-@pytest.mark.parametrize("name", MODEL_FREE)
+@pytest.mark.parametrize(
+    "name", [n if n in FAST else pytest.param(n, marks=pytest.mark.slow) for n in MODEL_FREE]
+)
 def test_matches_the_golden_file(name, tmp_path):
     problems = harness.check(name, tmp_path)
     assert not problems, "\n".join(problems[:40])

@@ -91,7 +91,7 @@ def test_error_tree():
 def test_import_has_no_side_effects():
     code = (
         "import os, sys; before = dict(os.environ); import pensive_core, pensive_core.cli; "
-        "heavy = [m for m in ('torch', 'faiss', 'sentence_transformers', 'bm25s') "
+        "heavy = [m for m in ('torch', 'faiss', 'sentence_transformers', 'bm25s', 'pytest') "
         "if m in sys.modules]; "
         "assert not heavy, heavy; assert dict(os.environ) == before; print('ok')"
     )
@@ -114,6 +114,7 @@ def test_install_hints_name_existing_extras():
         "llamaindex",
         "langchain",
         "server",
+        "testing",
         "all",
         "dev",
     } <= extras

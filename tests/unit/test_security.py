@@ -100,6 +100,7 @@ def test_a_store_lives_and_reopens_without_unpickling(tmp_path, no_unpickling):
         assert r.query("Maria Silva").hits[0].doc_id == "acme"
 
 
+@pytest.mark.slow
 def test_the_bundled_model_loads_without_unpickling(minilm, tmp_path, monkeypatch):
     from pensive_core.config import EmbedderConfig
     from pensive_core.embedders.registry import create_embedder

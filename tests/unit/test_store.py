@@ -155,6 +155,7 @@ def test_ingest_rejects_non_documents_and_keeps_store_usable(hash_store):
     assert hash_store.query("revenue", k=1).hits
 
 
+@pytest.mark.slow  # 60,000 words through every ingest stage
 def test_huge_document_is_chunked_not_truncated(hash_store):
     text = " ".join(f"word{i}" for i in range(60_000))
     r = hash_store.ingest([Document(id="huge", text=text)])

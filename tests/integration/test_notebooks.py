@@ -11,12 +11,15 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
+pytestmark = pytest.mark.integration
+
 
 def test_the_four_notebooks_the_project_promises_exist():
     names = {p.stem for p in NOTEBOOKS}
     assert {"quickstart", "backends", "benchmarks"} <= names
 
 
+@pytest.mark.slow  # a Jupyter kernel per notebook; most load the bundled MiniLM
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_runs(path, tmp_path, monkeypatch):
     nbformat = pytest.importorskip("nbformat")

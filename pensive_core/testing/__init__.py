@@ -1,0 +1,23 @@
+"""Conformance suites a user's own plug-in can run, the same ones Pensive's built-ins pass.
+
+Subclass a suite in your own tests and tell it how to build your implementation; pytest
+collects every inherited test (see :class:`VectorBackendTests` for an example).
+
+This package needs pytest (``pip install "pensive[testing]"``); nothing else in
+``pensive_core`` imports it.
+"""
+
+from __future__ import annotations
+
+from ..errors import MissingDependencyError
+
+try:
+    import pytest  # noqa: F401  (the suites below are pytest classes)
+except ImportError as exc:
+    raise MissingDependencyError(
+        "pytest", "testing", "pensive_core.testing (the conformance suites)"
+    ) from exc
+
+from .backends import DIM, BackendFactory, VectorBackendTests, unit_vectors
+
+__all__ = ["DIM", "BackendFactory", "VectorBackendTests", "unit_vectors"]
