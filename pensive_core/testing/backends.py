@@ -147,6 +147,22 @@ class VectorBackendTests:
         """The backend implements :class:`~pensive_core.backends.VectorBackend`."""
         assert isinstance(make_backend(tmp_path), VectorBackend)
 
+    def test_kind_and_ids(self, make_backend: BackendFactory, tmp_path: Path) -> None:
+        """``kind`` names the index (``"flat"`` only for exact search); ``ids`` lists exactly
+        the namespace's ids, or is None for a backend that cannot list them."""
+        b = make_backend(tmp_path)
+        assert isinstance(b.kind, str) and b.kind
+        vecs = unit_vectors(np.random.default_rng(5), 3, self.dim)
+        b.upsert(["a", "b", "c"], vecs, namespace="one")
+        b.upsert(["z"], vecs[:1], namespace="two")
+        b.delete(["b"], namespace="one")
+        self.settle(b, "one", expect=2)
+        listed = b.ids(namespace="one")
+        if listed is not None:
+            assert listed == {"a", "c"}
+            assert b.ids(namespace="two") == {"z"}
+            assert b.ids(namespace="none-here") == set()
+
     def test_empty_store(self, make_backend: BackendFactory, tmp_path: Path) -> None:
         """A new store counts 0, finds nothing, fetches nothing, and deletes without error."""
         b = make_backend(tmp_path)

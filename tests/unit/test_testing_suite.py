@@ -24,6 +24,7 @@ class JsonBackend:
     """A user's backend: exact search over a dict per namespace, persisted as one JSON file."""
 
     name = "json-example"
+    kind = "flat"  # exact search
 
     def __init__(self, folder, dim, options=None):
         self.dim = dim
@@ -64,6 +65,9 @@ class JsonBackend:
 
     def count(self, *, namespace=""):
         return len(self._space(namespace))
+
+    def ids(self, *, namespace=""):
+        return set(self._space(namespace))
 
     def persist(self):
         if self.path is not None:
