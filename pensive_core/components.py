@@ -334,7 +334,7 @@ def open_components(
     """
     if path.exists() and not path.is_dir():
         raise InputError(f"store path {path} exists and is not a folder")
-    engine = load_config(config).storage.engine if config is not None else "embedded"
+    engine = load_config(config).storage.engine  # the given config (and environment) decide
     storage = open_storage(engine, path, read_only)
     if read_only and not storage.exists():
         raise NotFoundError(f"no Pensive store at {path} to open read-only")
@@ -360,8 +360,6 @@ def open_components(
         )
         if saved is not None:
             comps.check_structural(saved)
-        elif not read_only:
-            archive.set_meta("config", cfg.model_dump())
         comps.commit_no = archive.commit_number()
         comps.data_version = archive.data_version()
         comps.load_indexes()
@@ -392,6 +390,9 @@ def open_components(
                     f"{type(plugins.embedder).__name__}"
                 )
             comps.embedder.share(plugins.embedder)
+        if saved is None and not read_only:
+            # saved last: a config refused above (a plug-in that cannot be built) is not kept
+            archive.set_meta("config", cfg.model_dump())
         return comps
     except BaseException:
         if comps is not None and comps.l1 is not None:

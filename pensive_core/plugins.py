@@ -185,7 +185,17 @@ def build(kind: str, spec: str, **kwargs: Any) -> Any:
     """Resolve ``spec`` and call the class with ``kwargs``; the result is checked.
 
     Raises:
-        ConfigError: As :func:`resolve_class` and :func:`check_plugin`.
+        ConfigError: As :func:`resolve_class` and :func:`check_plugin`, and when the class
+            cannot be called with ``kwargs``.
     """
     cls = resolve_class(kind, spec)
-    return check_plugin(kind, cls(**kwargs), f"{PLUG_KINDS[kind].key} {spec!r}")
+    what = f"{PLUG_KINDS[kind].key} {spec!r}"
+    if not callable(cls):
+        raise ConfigError(f"{what}: {type(cls).__name__} is not a class")
+    try:
+        made = cls(**kwargs)
+    except TypeError as exc:  # it does not take what this kind is built with
+        raise ConfigError(
+            f"{what}: cannot be built with {sorted(kwargs) or 'no arguments'}: {exc}"
+        ) from exc
+    return check_plugin(kind, made, what)

@@ -70,6 +70,30 @@ def test_a_class_path_and_its_errors():
         resolve_class("extractor", "tests.unit.test_plugins:Missing")
 
 
+def test_what_cannot_be_built_is_a_config_error(tmp_path):
+    from pensive_core.plugins import build
+
+    with pytest.raises(ConfigError, match="cannot be built with no arguments"):
+        build("extractor", "tests.unit.test_plugins:NeedsArgs")
+    with pytest.raises(ConfigError, match="is not a class"):
+        build("extractor", "tests.unit.test_plugins:NOT_A_CLASS")
+    with pytest.raises(ConfigError, match="does not implement ContextGenerator"):
+        build("context", "os:getcwd")  # a callable that returns something else
+    cfg = {**HASH_CONFIG, "graph": {"extractor": "tests.unit.test_plugins:NeedsArgs"}}
+    with pytest.raises(ConfigError, match="graph.extractor"):
+        Pensive(tmp_path, config=cfg)
+    with Pensive(tmp_path, config=HASH_CONFIG) as p:  # the refused config was not kept
+        assert p.config.graph.extractor == "rules"
+
+
+class NeedsArgs:
+    def __init__(self, model):
+        self.model = model
+
+
+NOT_A_CLASS = 42
+
+
 def test_an_instance_must_implement_the_protocol():
     assert check_plugin("extractor", Shouty()) is not None
     with pytest.raises(ConfigError, match="does not implement EntityExtractor.*extract"):
