@@ -20,13 +20,16 @@ from .components import Components, Plugins, open_components
 from .context.base import ContextGenerator
 from .embedders.base import Embedder
 from .errors import NotFoundError, PensiveError
+from .graph.extract import EntityExtractor
 from .ingest import Committer, IngestPipeline, L1Invalidation, move_vectors
 from .ingest.files import check_paths, documents_from
 from .ingest.situate import choose_generators
 from .memory.manager import Sessions
 from .query.escalate import window_text
 from .query.request import make_request
+from .rerank import Reranker
 from .router import Router
+from .temporal.statements import StatementExtractor
 from .types import Document, Hit, IngestReport, QueryResult
 
 if TYPE_CHECKING:
@@ -86,9 +89,9 @@ class Pensive:
         llm: Any = None,
         context_generator: ContextGenerator | None = None,
         embedder: Embedder | None = None,
-        extractor: Any = None,
-        statement_extractor: Any = None,
-        reranker: Any = None,
+        extractor: EntityExtractor | None = None,
+        statement_extractor: StatementExtractor | None = None,
+        reranker: Reranker | None = None,
     ) -> None:
         self.path = Path(path).expanduser()
         self.read_only = bool(read_only)

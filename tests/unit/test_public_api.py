@@ -178,3 +178,42 @@ def test_backend_defaults_and_signatures_are_pinned():
     assert list(s) == ["self", "vector", "k", "where", "namespace"]
     u = inspect.signature(VectorBackend.upsert).parameters
     assert list(u) == ["self", "ids", "vectors", "metadata", "namespace"]
+
+
+def test_constructor_plug_ins_and_new_defaults_are_pinned():
+    import inspect
+
+    from pensive_core import Pensive, hooks
+    from pensive_core.plugins import PLUG_KINDS
+
+    c = inspect.signature(Pensive.__init__).parameters
+    assert list(c) == [
+        "self",
+        "path",
+        "config",
+        "read_only",
+        "llm",
+        "context_generator",
+        "embedder",
+        "extractor",
+        "statement_extractor",
+        "reranker",
+    ]
+    assert all(c[n].kind is inspect.Parameter.KEYWORD_ONLY for n in list(c)[3:])
+    assert all(c[n].default is None for n in list(c)[4:]) and c["read_only"].default is False
+    cfg = PensiveConfig()
+    assert (cfg.graph.extractor, cfg.temporal.extractor, cfg.storage.engine) == (
+        "rules",
+        "rules",
+        "embedded",
+    )
+    assert (cfg.rerank.model, cfg.rerank.candidates) == ("", 40)  # off by default
+    assert set(PLUG_KINDS) == {
+        "backend",
+        "embedder",
+        "context",
+        "extractor",
+        "statements",
+        "reranker",
+    }
+    assert hooks.POINTS[:2] == ("open", "recover") and "commit" in hooks.POINTS
