@@ -9,11 +9,13 @@ from .engine import Pensive
 from .errors import (
     BackendError,
     ConfigError,
+    CorruptStoreError,
     InputError,
     MissingDependencyError,
     NotFoundError,
     PensiveError,
     SchemaVersionError,
+    StorageError,
 )
 from .fusion import Fused, rrf, weighted, zscore
 from .memory import (
@@ -47,6 +49,7 @@ __all__ = [
     "BuiltPrompt",
     "Chunk",
     "ConfigError",
+    "CorruptStoreError",
     "Conversation",
     "Document",
     "DriftDetector",
@@ -65,6 +68,7 @@ __all__ = [
     "PromptItem",
     "QueryResult",
     "SchemaVersionError",
+    "StorageError",
     "TimeScope",
     "Tokenizer",
     "Turn",

@@ -14,6 +14,8 @@ __all__ = [
     "NotFoundError",
     "InputError",
     "SchemaVersionError",
+    "StorageError",
+    "CorruptStoreError",
 ]
 
 
@@ -65,3 +67,13 @@ class NotFoundError(PensiveError, KeyError):
 
 class InputError(PensiveError, ValueError):
     """The caller passed input Pensive cannot use (empty text, wrong type, broken file)."""
+
+
+class StorageError(PensiveError, OSError):
+    """The disk failed the store: it is full, read-only, or an I/O error occurred. The message
+    names the store, what was being done and the fix; nothing half written is left behind."""
+
+
+class CorruptStoreError(StorageError):
+    """A store file does not hold what its manifest says (a checksum or structure mismatch):
+    the message names the file; ``pensive repair`` rebuilds what the archive can rebuild."""

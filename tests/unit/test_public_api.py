@@ -37,6 +37,8 @@ EXPECTED = {
     "PensiveError",
     "QueryResult",
     "SchemaVersionError",
+    "StorageError",
+    "CorruptStoreError",
     "TimeScope",
     "Tokenizer",
     "VectorQuery",
@@ -83,8 +85,11 @@ def test_error_tree():
         e.NotFoundError,
         e.InputError,
         e.SchemaVersionError,
+        e.StorageError,
+        e.CorruptStoreError,
     ):
         assert issubclass(cls, e.PensiveError)
+    assert issubclass(e.CorruptStoreError, e.StorageError) and issubclass(e.StorageError, OSError)
     assert issubclass(e.MissingDependencyError, ImportError)
 
 
