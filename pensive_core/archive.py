@@ -422,6 +422,16 @@ class Archive:
             want.setdefault(did, set()).add(cid)
         return want
 
+    def indexed_passage_count(self) -> int:
+        """How many passages of indexed documents the archive holds (what BM25 and the vectors
+        must each hold, once the last commit is level)."""
+        return int(
+            self.db.execute(
+                "SELECT COUNT(*) FROM chunks c JOIN documents d ON d.id = c.doc_id "
+                "WHERE d.indexed = 1"
+            ).fetchone()[0]
+        )
+
     def indexed_passages(self) -> list[tuple[str, str, str, dict[str, Any], str]]:
         """``(passage id, document id, text, document metadata, context)`` of every indexed
         passage, by document and position (what a move of the vectors copies)."""
@@ -546,6 +556,10 @@ class DocumentStore(Protocol):
 
     def indexed_documents(self) -> dict[str, set[str]]:
         """Passage ids of every indexed document, by document id."""
+        ...
+
+    def indexed_passage_count(self) -> int:
+        """How many passages of indexed documents the archive holds."""
         ...
 
     def indexed_passages(self) -> list[tuple[str, str, str, dict[str, Any], str]]:

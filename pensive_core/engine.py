@@ -481,7 +481,8 @@ class Pensive:
         with hooks.announce("close"), comps.lock:
             self._memory.close()
             if not self.read_only:
-                self._committer.commit()
+                if not self._committer.abandoned:  # an abandoned change is never committed
+                    self._committer.commit()
                 if comps.backend is not None:
                     comps.backend.close()
             comps.stats.flush()

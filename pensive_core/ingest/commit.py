@@ -14,7 +14,8 @@ the archive. A passage the indexes know but the archive does not is never shown.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from .. import hooks
@@ -43,6 +44,54 @@ class Committer:
         self.comps = comps
         self.changes = ChangeSet()
         self.invalidation = invalidation
+        #: A change failed part way in this process: it is finished from the archive before
+        #: the next change (or when the store next opens for writing), and never committed
+        #: as it stands.
+        self.abandoned = False
+
+    @contextmanager
+    def abandoning(self) -> Iterator[None]:
+        """Run a step of a change; if it raises, the change is abandoned (see :meth:`abandon`)
+        and the error goes on, with a note saying what became of the change."""
+        try:
+            yield
+        except BaseException as exc:
+            self.abandon(exc)
+            raise
+
+    def abandon(self, exc: BaseException) -> None:
+        """A change failed part way: the indexes are reloaded as of the last commit (what
+        they held in memory of the change is dropped, so no passage of it is searchable), the
+        graph and statement rows of its documents go, and the archive keeps its rows marked
+        pending and the store dirty, so that recovery finishes the change from the archive
+        before the next change or when the store next opens for writing."""
+        comps = self.comps
+        pending: list[str] = []
+        try:
+            pending = comps.archive.unindexed()
+            for did in pending:
+                if comps.graph is not None:
+                    comps.graph.remove_document(did)
+                if comps.temporal is not None:
+                    comps.temporal.remove_document(did)
+            comps.load_indexes()
+        except Exception as inner:  # noqa: BLE001 - the first failure is the one to report
+            log.warning("after a failed change the indexes could not be reloaded: %s", inner)
+        self.clear()
+        self.abandoned = True
+        exc.add_note(
+            f"Pensive ({comps.path}): the change was not committed. Searches see the store as "
+            f"of its last commit; {len(pending)} document(s) the change wrote to the archive "
+            "are pending and will be indexed again from it before the next change, or when "
+            "the store next opens for writing."
+        )
+
+    def finish_abandoned(self, reindex: Callable[[list[Document]], Any]) -> None:
+        """Before a new change: finish one a failure left (through ``reindex``)."""
+        if self.abandoned:
+            self.abandoned = False
+            log.warning("finishing a change that failed earlier in this process")
+            self.recover(reindex)
 
     def before_change(self) -> None:
         """Before content changes: know which passages are superseded now, so the commit can
@@ -102,6 +151,10 @@ class Committer:
         comps = self.comps
         with hooks.announce("recover"):
             dirty = comps.archive.is_dirty()
+            if not dirty and not self.counts_level():
+                log.warning("the indexes do not hold what the archive lists: reconciling")
+                comps.archive.mark_dirty()
+                dirty = True
             if dirty:
                 self.reconcile()
             pending = comps.archive.unindexed()
@@ -113,6 +166,18 @@ class Committer:
             docs = [d for d in (comps.archive.document(i) for i in pending) if d is not None]
             reindex(docs)
             return len(docs)
+
+    def counts_level(self) -> bool:
+        """Whether BM25 and the vectors each hold as many passages as the archive's indexed
+        documents have (a cheap check on every open for writing: a difference means a change
+        was cut short where no dirty mark says so)."""
+        comps = self.comps
+        want = comps.archive.indexed_passage_count()
+        if comps.sparse.n_live != want:
+            return False
+        if comps.backend is None:
+            return want == 0
+        return comps.backend.count(namespace=comps.config.backend.namespace) == want
 
     def reconcile(self) -> None:
         """Bring BM25 and the vectors level with the archive after an interrupted change.

@@ -67,17 +67,31 @@ class IngestPipeline:
         counts = IngestCounts()
         stages: dict[str, float] = dict.fromkeys(STAGES, 0.0)
         comps = self.comps
+        committer = self.committer
         with comps.lock:
-            self.committer.before_change()
+            committer.finish_abandoned(self.run)
+            committer.before_change()
             done = 0
-            for batch in batches(documents):
-                with hooks.announce("ingest-batch"):
+            pending = iter(batches(documents))
+            while True:
+                try:
+                    batch = next(pending, None)
+                except BaseException:
+                    # the input failed (not a Document, or the caller's iterator raised): the
+                    # batches before it are whole, so they are committed before it propagates
+                    with committer.abandoning():
+                        committer.commit()
+                    raise
+                if batch is None:
+                    break
+                with committer.abandoning(), hooks.announce("ingest-batch"):
                     self.batch(batch, counts, archive_only, stages)
                 done += len(batch)
                 if progress:
                     progress(done)
             t_commit = time.perf_counter()
-            self.committer.commit()
+            with committer.abandoning():
+                committer.commit()
             stages["commit"] = time.perf_counter() - t_commit
         return IngestReport(
             added=counts.added,
@@ -154,6 +168,14 @@ class IngestPipeline:
                 counts.added += 1
             written.append((doc, p.doc_hash, p.chunks))
             changes.texts.append(doc.text)
+        if written:
+            # the archive first, marked pending, in one transaction: what fails after this is
+            # finished from the archive by recovery, and what fails in it reached no index
+            t = clock()
+            comps.archive.write(
+                written, archive_only=archive_only, contexts=contexts, context_gen=gen_of
+            )
+            stages["archive"] += clock() - t
         if to_embed:
             texts = [join_context(contexts.get(c.id, ""), c.text) for c in to_embed]
             t = clock()
@@ -184,11 +206,6 @@ class IngestPipeline:
             counts.deleted += len(to_delete)
             changes.removed.extend(to_delete)
         if written:
-            t = clock()
-            comps.archive.write(
-                written, archive_only=archive_only, contexts=contexts, context_gen=gen_of
-            )
-            stages["archive"] += clock() - t
             graph_s, temporal_s = derive(comps, written, archive_only)
             stages["graph"] += graph_s
             stages["temporal"] += temporal_s
@@ -203,21 +220,29 @@ class IngestPipeline:
             NotFoundError: If no document has that id.
         """
         comps = self.comps
-        changes = self.committer.changes
         with comps.lock:
+            self.committer.finish_abandoned(self.run)
             if comps.archive.fingerprint(doc_id) is None:
                 raise NotFoundError(f"no document with id {doc_id!r} in {comps.path}")
             self.committer.before_change()
-            ids = comps.archive.delete(doc_id)
-            changes.changed = True
-            changes.docs.add(doc_id)
-            changes.removed.extend(ids)
-            if comps.backend is not None:
-                comps.backend.delete(ids, namespace=comps.config.backend.namespace)
-            comps.sparse.delete(ids)
-            if comps.graph is not None:
-                comps.graph.remove_document(doc_id)
-            if comps.temporal is not None:
-                comps.temporal.remove_document(doc_id)
-            self.committer.commit()
+            with self.committer.abandoning():
+                ids = self._delete(doc_id)
+                self.committer.commit()
         return len(ids)
+
+    def _delete(self, doc_id: str) -> list[str]:
+        """The archive first (its passages then no longer show), then every index."""
+        comps = self.comps
+        changes = self.committer.changes
+        ids = comps.archive.delete(doc_id)
+        changes.changed = True
+        changes.docs.add(doc_id)
+        changes.removed.extend(ids)
+        if comps.backend is not None:
+            comps.backend.delete(ids, namespace=comps.config.backend.namespace)
+        comps.sparse.delete(ids)
+        if comps.graph is not None:
+            comps.graph.remove_document(doc_id)
+        if comps.temporal is not None:
+            comps.temporal.remove_document(doc_id)
+        return ids

@@ -82,12 +82,21 @@ def test_checker_sees_a_corrupt_store(tmp_path):
     with Pensive(store, config=CONFIG) as p:  # a passage taken out of BM25 only
         victim = sorted(p.components.sparse.ids())[0]
         p.components.sparse.delete([victim])
+    # the counts differ: opening for writing sees it and reconciles (the checker opens it)
+    assert check(store) == []
+    with Pensive(store, config=CONFIG) as p:  # out of BM25, a stray in its place: counts level
+        p.components.sparse.delete([victim])
+        p.components.sparse.add("stray#1", "a passage no document has")
     bad = check(store)
     assert any(victim in b and "BM25" in b for b in bad), bad
-    with Pensive(store, config=CONFIG) as p:  # put back; then a vector the archive never had
+    assert any("stray#1" in b for b in bad), bad
+    with Pensive(store, config=CONFIG) as p:  # put back; a vector the archive never had in
+        # place of one it has (counts level again)
+        p.components.sparse.delete(["stray#1"])
         text = p.components.archive.chunks([victim])[victim].text
         p.components.sparse.add(victim, text)
         vec = p.components.backend.fetch([victim])[victim]
+        p.components.backend.delete([victim])
         p.components.backend.upsert(["ghost#1"], vec[None, :], [{}])
     bad = check(store)
     assert any("ghost#1" in b for b in bad), bad

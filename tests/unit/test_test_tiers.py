@@ -1,5 +1,6 @@
 """The tiers are selected by markers, so a module that forgets its marker runs in the wrong loop:
-every integration module is marked ``integration``, every quality module ``quality``, and every
+every integration module is marked ``integration``, every quality module ``quality``, every
+adversarial module ``adversarial``, and every
 test that takes the real MiniLM (the ``minilm`` fixture) is marked ``slow``. Read from the
 source with ``ast``, so nothing heavy is imported."""
 
@@ -47,7 +48,10 @@ def _parse(path: Path) -> ast.Module:
     return ast.parse(path.read_text(), filename=str(path))
 
 
-@pytest.mark.parametrize("tier, mark", [("integration", "integration"), ("quality", "quality")])
+@pytest.mark.parametrize(
+    "tier, mark",
+    [("integration", "integration"), ("quality", "quality"), ("adversarial", "adversarial")],
+)
 def test_every_module_of_a_tier_carries_its_marker(tier, mark):
     modules = modules_of(tier)
     assert modules, f"no test modules under tests/{tier}"

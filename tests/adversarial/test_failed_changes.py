@@ -1,0 +1,177 @@
+"""A change that fails part way leaves nothing half done: no passage of it is searchable, the
+archive keeps what it wrote as pending, and the change is finished from the archive before the
+next one (or when the store next opens for writing). The caller is told which.
+
+Failures are injected through public plug points: an embedder that fails on its nth batch, a
+vector backend (``module:Class``) that fails on an upsert, a listener of the commit point."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pensive_core import Document, Pensive, hooks
+from pensive_core.backends.memory import MemoryBackend
+from pensive_core.embedders.hash import HashEmbedder
+
+pytestmark = pytest.mark.adversarial
+
+CFG = {"embedder": {"name": "hash", "dim": 64}, "backend": {"name": "memory"}}
+
+
+def docs(prefix: str, n: int, word: str = "lantern") -> list[Document]:
+    return [
+        Document(id=f"{prefix}{i}", text=f"The {word} number {prefix}{i} hangs by the north door.")
+        for i in range(n)
+    ]
+
+
+class FailingEmbedder(HashEmbedder):
+    """The hash embedder, failing on its ``fail_on``-th batch of passages."""
+
+    def __init__(self, fail_on: int) -> None:
+        super().__init__(dim=64)
+        self.fail_on = fail_on
+        self.calls = 0
+
+    def embed(self, texts):
+        self.calls += 1
+        if self.calls == self.fail_on:
+            raise RuntimeError("the model ran out of memory")
+        return super().embed(texts)
+
+
+def counts(p: Pensive) -> tuple[int, int, int, int]:
+    s = p.stats(disk=False)
+    return s["documents"], s["chunks"], s["vectors"], len(p.components.sparse.ids())
+
+
+def searchable(p: Pensive, word: str) -> set[str]:
+    return {h.doc_id for h in p.query(word, k=50).hits if word in h.text}
+
+
+def test_a_batch_failing_in_the_model_leaves_no_passage_searchable(tmp_path):
+    with Pensive(tmp_path, config=CFG) as p:
+        p.ingest(docs("a", 3))
+        before = counts(p)
+    embedder = FailingEmbedder(fail_on=2)  # the first batch embeds, the second fails
+    with Pensive(tmp_path, config=CFG, embedder=embedder) as p:
+        with pytest.raises(RuntimeError, match="out of memory") as info:
+            p.ingest(docs("b", 300, word="compass"))  # two batches of 256 and 44
+        assert "was not committed" in "\n".join(info.value.__notes__)
+        assert "pending" in "\n".join(info.value.__notes__)
+        # nothing of the failed call is searchable, not even its first (embedded) batch
+        assert searchable(p, "compass") == set()
+        assert counts(p)[2:] == before[2:]  # vectors and BM25 as of the last commit
+        assert searchable(p, "lantern") == {"a0", "a1", "a2"}
+        # the next change finishes it from the archive first
+        p.ingest(docs("c", 1, word="anchor"))
+        for i in (0, 255, 256, 299):  # each batch of the failed call, first and last
+            assert p.query(f"compass number b{i}", k=1).hits[0].doc_id == f"b{i}"
+        n_docs, n_chunks, n_vectors, n_sparse = counts(p)
+        assert n_docs == 304 and n_chunks == n_vectors == n_sparse == 304
+        assert p.components.archive.unindexed() == []
+
+
+def test_closing_after_a_failure_commits_nothing_and_reopening_finishes_it(tmp_path):
+    with Pensive(tmp_path, config=CFG) as p:
+        p.ingest(docs("a", 2))
+    p = Pensive(tmp_path, config=CFG, embedder=FailingEmbedder(fail_on=1))
+    with pytest.raises(RuntimeError):
+        p.ingest(docs("b", 5, word="compass"))
+    p.close()  # the half-done change is not marked indexed
+    with Pensive(tmp_path, config=CFG) as again:  # recovery re-indexes it from the archive
+        assert searchable(again, "compass") == {f"b{i}" for i in range(5)}
+        n_docs, n_chunks, n_vectors, n_sparse = counts(again)
+        assert (n_docs, n_chunks) == (7, 7) and n_vectors == n_sparse == 7
+        assert again.components.archive.unindexed() == []
+
+
+class FailingBackend(MemoryBackend):
+    """The memory backend, failing on the second upsert (a remote service going away)."""
+
+    upserts = 0
+
+    def upsert(self, ids, vectors, metadata=None, *, namespace=""):
+        type(self).upserts += 1
+        if type(self).upserts == 2:
+            raise ConnectionError("the vector service went away")
+        return super().upsert(ids, vectors, metadata, namespace=namespace)
+
+
+def test_a_backend_failing_mid_change_leaves_counts_level(tmp_path):
+    FailingBackend.upserts = 0
+    cfg = {**CFG, "backend": {"name": "tests.adversarial.test_failed_changes:FailingBackend"}}
+    with Pensive(tmp_path, config=cfg) as p:
+        p.ingest(docs("a", 3))
+        before = counts(p)
+        with pytest.raises(ConnectionError):
+            p.ingest(docs("b", 2, word="compass"))
+        assert counts(p)[2:] == before[2:]
+        assert searchable(p, "compass") == set()
+        p.ingest(docs("c", 1, word="anchor"))  # the service is back: both changes land
+        assert searchable(p, "compass") == {"b0", "b1"}
+        n_docs, n_chunks, n_vectors, n_sparse = counts(p)
+        assert n_docs == n_chunks == n_vectors == n_sparse == 6
+
+
+def test_a_commit_failing_part_way_is_finished_before_the_next_change(tmp_path):
+    with Pensive(tmp_path, config=CFG) as p:
+        p.ingest(docs("a", 2))
+
+        def fail(point, event):
+            if point == "commit" and event == "enter":
+                raise OSError(28, "No space left on device")
+
+        remove = hooks.add_listener(fail)
+        try:
+            with pytest.raises(OSError, match="No space"):
+                p.ingest(docs("b", 2, word="compass"))
+        finally:
+            remove()
+        assert searchable(p, "compass") == set()
+        p.delete("a0")  # the next change: the failed one is finished first
+        assert searchable(p, "compass") == {"b0", "b1"}
+        assert counts(p) == (3, 3, 3, 3)
+
+
+def test_a_replacement_that_fails_keeps_the_old_version_until_it_is_finished(tmp_path):
+    with Pensive(tmp_path, config=CFG) as p:
+        p.ingest([Document(id="d", text="The lantern hangs by the north door.")])
+    with Pensive(tmp_path, config=CFG, embedder=FailingEmbedder(fail_on=1)) as p:
+        with pytest.raises(RuntimeError):
+            p.ingest([Document(id="d", text="The compass lies in the south drawer.")])
+        # the archive holds the new text (pending); no index holds half of either version
+        assert p.get("d").text.startswith("The compass")
+        vectors = p.components.backend.ids()
+        assert vectors == p.components.sparse.ids()
+    with Pensive(tmp_path, config=CFG) as p:
+        assert searchable(p, "compass") == {"d"} and searchable(p, "lantern") == set()
+        assert counts(p) == (1, 1, 1, 1)
+
+
+def test_an_input_that_fails_mid_stream_keeps_the_batches_before_it(tmp_path):
+    def stream():
+        yield from docs("a", 300)
+        raise ValueError("the caller's source broke")
+
+    with Pensive(tmp_path, config=CFG) as p:
+        with pytest.raises(ValueError, match="source broke"):
+            p.ingest(stream())
+        # the first batch (256) was whole and committed; the rest never arrived
+        assert counts(p) == (256, 256, 256, 256)
+        assert p.components.archive.unindexed() == []
+
+
+def test_vectors_beyond_the_archive_are_reconciled_on_open(tmp_path):
+    """A vector the archive does not list (left by a change cut short on a backend that
+    persisted it) is removed when the store opens for writing, even with no dirty mark."""
+    with Pensive(tmp_path, config=CFG) as p:
+        p.ingest(docs("a", 3))
+        backend = p.components.backend
+        vec = np.ones((1, 64), dtype=np.float32) / 8.0
+        backend.upsert(["ghost#1"], vec, [{"doc_id": "ghost"}])
+        backend.persist()
+    with Pensive(tmp_path, config=CFG) as p:
+        assert "ghost#1" not in p.components.backend.ids()
+        assert counts(p) == (3, 3, 3, 3)
