@@ -47,6 +47,9 @@ from .tokenize import DIGIT_RE, TOKEN_RE, quoted_phrases
 from .types import Hit
 from .wire import hit_json
 
+# an entry is read only while the cache is at the commit the reader's memory is at
+_AT_COMMIT = "COALESCE(CAST((SELECT value FROM l1_meta WHERE key='commit') AS INTEGER), 0) = ?"
+
 __all__ = [
     "AnswerCache",
     "Cached",
@@ -400,9 +403,24 @@ class L1Cache:
         self._near: dict[tuple[str, tuple[str, ...]], set[str]] = {}
         self._aliases: dict[str, tuple[str, str]] = {}  # exact key -> (entry key, match)
         self._max_rowid = 0
-        self.commit = self._read_commit()
-        self._load_rows("SELECT rowid, " + _COLUMNS + " FROM l1", ())
-        self._data_version = self.db.execute("PRAGMA data_version").fetchone()[0]
+        self._examined = 0
+        # one snapshot: the commit and the rows that belong to it (another process may
+        # invalidate and store answers of the next commit between two statements)
+        self.db.execute("BEGIN")
+        try:
+            self.commit = self._read_commit()
+            self._load_rows("SELECT rowid, " + _COLUMNS + " FROM l1", ())
+            self._data_version = self.db.execute("PRAGMA data_version").fetchone()[0]
+        finally:
+            self.db.execute("COMMIT")
+
+    def _load_new_rows(self) -> None:
+        """Entries other processes stored since this one last looked, if they belong to the
+        commit this process's cache is at (none of a later commit: :meth:`sync` reloads)."""
+        self._load_rows(
+            "SELECT rowid, " + _COLUMNS + " FROM l1 WHERE rowid > ? AND " + _AT_COMMIT,
+            (self._max_rowid, self.commit),
+        )
 
     def _load_rows(self, sql: str, args: tuple[Any, ...]) -> None:
         for row in self.db.execute(sql, args):
@@ -461,9 +479,7 @@ class L1Cache:
         if self._read_commit() != self.commit:
             self._load_all()  # another process invalidated: drop everything held in memory
         else:
-            self._load_rows(
-                "SELECT rowid, " + _COLUMNS + " FROM l1 WHERE rowid > ?", (self._max_rowid,)
-            )
+            self._load_new_rows()
 
     # -- lookup -------------------------------------------------------------------------------
     def get(self, qk: QueryKey) -> Cached | None:
@@ -481,7 +497,10 @@ class L1Cache:
                 entry = self._entries.get(alias[0])
                 match = alias[1]
         if entry is None and self._others_wrote():
-            self._load_rows("SELECT rowid, " + _COLUMNS + " FROM l1 WHERE key=?", (qk.exact,))
+            self._load_rows(
+                "SELECT rowid, " + _COLUMNS + " FROM l1 WHERE key=? AND " + _AT_COMMIT,
+                (qk.exact, self.commit),
+            )
             entry = self._entries.get(qk.exact)
         if entry is None:
             match = "bag"
@@ -575,6 +594,12 @@ class L1Cache:
         with self._transaction():
             if self._read_commit() != commit:
                 return False
+            if self._others_wrote() and self.commit == commit:
+                # take their entries in first: this one's row id comes after theirs, and a
+                # later sync only looks past it (their entries would be missed for good, and
+                # never examined when this process invalidates: served stale elsewhere)
+                self._load_new_rows()
+                self._data_version = self.db.execute("PRAGMA data_version").fetchone()[0]
             self.db.execute("DELETE FROM l1_docs WHERE key=?", (entry.key,))
             self.db.execute(
                 "INSERT OR REPLACE INTO l1 VALUES "
@@ -606,7 +631,6 @@ class L1Cache:
             rowid = self.db.execute("SELECT rowid FROM l1 WHERE key=?", (entry.key,)).fetchone()
         self._max_rowid = max(self._max_rowid, rowid[0])
         self._index(entry)
-        self._data_version = self.db.execute("PRAGMA data_version").fetchone()[0]
         if len(self._entries) > self.capacity:
             self._evict()
         return True
@@ -645,6 +669,7 @@ class L1Cache:
     def entries(self) -> list[EntryView]:
         """Every entry, for the caller to decide what a content change invalidates."""
         self.sync()
+        self._examined = self._max_rowid  # what :meth:`invalidate` may assume was looked at
         return [
             EntryView(e.key, e.text, e.k, e.as_of, e.scope, e.deps, e.tier, e.confidence, e.freq)
             for e in self._entries.values()
@@ -672,16 +697,22 @@ class L1Cache:
                 self.db.execute("DELETE FROM l1")
                 self.db.execute("DELETE FROM l1_docs")
             else:
-                keys = list(keys)
+                # and every entry stored since the caller looked (by any process): nobody
+                # examined it against this change, so it cannot be carried past it
+                unseen = self.db.execute(
+                    "SELECT key FROM l1 WHERE rowid > ?", (self._examined,)
+                ).fetchall()
+                keys = list(dict.fromkeys([*keys, *(r[0] for r in unseen)]))
                 n = len(keys)
                 self._delete_rows(keys)
+                version = self.db.execute("PRAGMA data_version").fetchone()[0]
             self.db.execute("INSERT OR REPLACE INTO l1_meta VALUES ('commit', ?)", (commit,))
         if keys is None:
             self._load_all()
         else:
             self._forget(keys)
             self.commit = commit
-            self._data_version = self.db.execute("PRAGMA data_version").fetchone()[0]
+            self._data_version = version  # read inside the transaction: nothing missed
         self.invalidated += n
         return n
 
