@@ -470,6 +470,10 @@ class DocumentStore(Protocol):
         """Write a JSON value to the store's metadata."""
         ...
 
+    def transaction(self) -> contextlib.AbstractContextManager[None]:
+        """One write transaction (writes inside it land together or not at all)."""
+        ...
+
     def fingerprint(self, doc_id: str) -> tuple[str, str, str | None, int, str] | None:
         """``(hash, metadata json, timestamp, indexed flag, context generator)`` or None."""
         ...

@@ -58,6 +58,9 @@ def move_vectors(
         new_cfg = load_config(raw, environ={})
         ns_old, ns_new = old_cfg.namespace, new_cfg.backend.namespace
         dim = comps.archive.get_meta("dim")
+        # a change in flight from here: a store opened after a kill before the commit below
+        # reconciles its indexes with the archive (the half-copied place is not referenced)
+        committer.before_change()
         place = storage.new_vectors_place()
         report: dict[str, Any] = {"from": old_cfg.name, "to": to, "vectors": 0, "embedded": 0}
         dest = None
@@ -71,9 +74,10 @@ def move_vectors(
                 storage.drop_vectors_place(place)
                 raise
         old_place = storage.vectors_place()
-        comps.archive.set_meta("config", new_cfg.model_dump())
-        comps.archive.set_meta("backend", to)
-        comps.archive.set_meta("vectors_dir", place)
+        with comps.archive.transaction():  # the switch is one write: all of it or none
+            comps.archive.set_meta("config", new_cfg.model_dump())
+            comps.archive.set_meta("backend", to)
+            comps.archive.set_meta("vectors_dir", place)
         if comps.backend is not None:
             comps.backend.close()
         comps.backend = dest

@@ -100,3 +100,23 @@ def test_cli_reindex(built):
     assert res.exit_code == 0, res.output
     with Pensive(built) as p:
         assert p.stats()["backend"] == "faiss" and p.config.backend.faiss.index == "flat"
+
+
+class DirtyWatching(MemoryBackend):
+    """Records whether the store was marked as changing while vectors were copied into it."""
+
+    seen: list[bool] = []
+    archive = None
+
+    def upsert(self, ids, vectors, metadata, *, namespace=""):
+        DirtyWatching.seen.append(DirtyWatching.archive.is_dirty())
+        return super().upsert(ids, vectors, metadata, namespace=namespace)
+
+
+def test_a_move_marks_the_store_changing_until_it_commits(built):
+    with Pensive(built) as p:
+        DirtyWatching.archive = p.components.archive
+        DirtyWatching.seen = []
+        p.reindex("tests.unit.test_reindex:DirtyWatching")
+        assert DirtyWatching.seen and all(DirtyWatching.seen)  # a kill here reconciles on open
+        assert not p.components.archive.is_dirty()  # and the commit cleared it
