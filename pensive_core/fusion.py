@@ -3,7 +3,8 @@
 Each function takes ``{retriever name: [(id, score), ...] best first}`` and per-retriever
 weights, and returns one fused list of :class:`Fused` (id, score, ranks), best first. Inputs are
 never mutated; weights given are weights used; ties keep the order in which ids were first seen
-(retrievers in the order given, then rank).
+(retrievers in the order given, then rank). Scores may be any floats: non-finite ones are
+clamped to the list's finite range and nothing overflows (see :func:`_dedupe`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ __all__ = ["Fused", "rrf", "weighted", "zscore", "fuse", "FUSERS"]
 
 Ranked = Sequence[tuple[str, float]]
 
+#: A list's scores whose spread (standard deviation, relative to the largest) is at most this
+#: are ties for :func:`zscore`.
+_TIE = 1e-9
+
 
 @dataclass(frozen=True)
 class Fused:
@@ -27,12 +32,29 @@ class Fused:
 
 
 def _dedupe(items: Ranked) -> list[tuple[str, float]]:
+    """One list made safe to combine: each id once (at its best rank), every score finite, and
+    the scores divided by the largest magnitude among them.
+
+    The score policy: ``+inf`` counts as the list's highest finite score and ``-inf`` or NaN as
+    its lowest (0 when none is finite), so a retriever (a plug-in, a service) that reports a
+    non-finite score cannot turn a fused score into NaN. The division changes nothing any
+    fusion computes (min-max and z-scores do not move when every score is scaled by one
+    positive number, ratios to the maximum neither, ranks not at all) but keeps scores near
+    1e308 from overflowing into ``inf`` in a sum, a span or a variance.
+    """
     seen: set[str] = set()
     out = []
     for cid, s in items:
         if cid not in seen:  # a retriever listing an id twice counts it once, at its best rank
             seen.add(cid)
             out.append((cid, float(s)))
+    finite = [s for _, s in out if math.isfinite(s)]
+    if len(finite) < len(out):
+        hi, lo = (max(finite), min(finite)) if finite else (0.0, 0.0)
+        out = [(c, s if math.isfinite(s) else hi if s == math.inf else lo) for c, s in out]
+    scale = max((abs(s) for _, s in out), default=0.0)
+    if scale > 0 and scale != 1.0:
+        out = [(c, s / scale) for c, s in out]
     return out
 
 
@@ -114,7 +136,8 @@ def zscore(lists: Mapping[str, Ranked], weights: Mapping[str, float] | None = No
     """Weighted sum of z-scored scores (distribution-based fusion).
 
     An id a retriever did not return is given that retriever's lowest z-score: it was at best as
-    good as the last one returned.
+    good as the last one returned. A list whose scores are all equal (to nine digits, relative
+    to the largest) contributes nothing: its differences are rounding, not evidence.
 
     Args:
         lists: Ranked ``(id, score)`` lists per retriever, best first.
@@ -128,7 +151,11 @@ def zscore(lists: Mapping[str, Ranked], weights: Mapping[str, float] | None = No
         scores = [s for _, s in items]
         mean = sum(scores) / len(scores)
         var = sum((s - mean) ** 2 for s in scores) / len(scores)
-        return mean, math.sqrt(var)
+        std = math.sqrt(var)
+        # scores equal but for rounding (0.005 and 0.005000000000000004) are ties: z-scoring
+        # them would turn the last bits of a float into a full unit of evidence (scores are
+        # scaled to a largest magnitude of 1, so this is relative)
+        return mean, std if std > _TIE else 0.0
 
     def contribution(_name: str, items: list[tuple[str, float]]) -> Callable[[int, float], float]:
         mean, std = stats(items)

@@ -1,4 +1,5 @@
 import copy
+import math
 
 import pytest
 
@@ -81,3 +82,37 @@ def test_a_list_scaled_from_zero_keeps_its_last_entry():
     assert minmax["b"] == 0.0 and scaled["b"] == pytest.approx(0.5)
     assert scaled["a"] == minmax["a"] == 1.0 and scaled["x"] == minmax["x"]
     assert {f.id: f.score for f in fuse("weighted", lists, None, 60, ("graph",))} == scaled
+
+
+@pytest.mark.parametrize("method", ["rrf", "weighted", "zscore"])
+def test_scores_near_the_float_limit_fuse_as_their_scaled_copies_do(method):
+    big = {"a": [("x", 1.7e308), ("y", 1.0e308), ("z", -1.7e308)], "b": [("y", 3.0), ("z", 1.0)]}
+    small = {"a": [("x", 1.7), ("y", 1.0), ("z", -1.7)], "b": [("y", 3.0), ("z", 1.0)]}
+    got, want = fuse(method, big), fuse(method, small)
+    assert all(math.isfinite(f.score) for f in got)
+    assert [f.id for f in got] == [f.id for f in want]
+    assert [f.score for f in got] == pytest.approx([f.score for f in want])
+
+
+@pytest.mark.parametrize("method", ["rrf", "weighted", "zscore"])
+def test_non_finite_scores_are_clamped_to_the_lists_finite_range(method):
+    inf, nan = math.inf, math.nan
+    lists = {"a": [("x", inf), ("y", 3.0), ("u", 1.0), ("w", nan), ("z", -inf)], "b": [("w", 1.0)]}
+    # +inf counts as the highest finite score, NaN and -inf as the lowest
+    clamped = {"a": [("x", 3.0), ("y", 3.0), ("u", 1.0), ("w", 1.0), ("z", 1.0)], "b": [("w", 1.0)]}
+    got, want = fuse(method, lists), fuse(method, clamped)
+    assert all(math.isfinite(f.score) for f in got)
+    assert [f.id for f in got] == [f.id for f in want]
+    assert [f.score for f in got] == pytest.approx([f.score for f in want])
+    assert all(math.isfinite(f.score) for f in fuse(method, {"a": [("x", nan), ("y", inf)]}))
+
+
+def test_zscore_treats_scores_equal_but_for_rounding_as_ties():
+    # an activation list whose scores differ only in the last bits of a float
+    noisy = {
+        "a": [("x", 3.0), ("y", 2.0), ("z", 1.0)],
+        "g": [("z", 0.005000000000000004), ("y", 0.005)],
+    }
+    plain = {"a": [("x", 3.0), ("y", 2.0), ("z", 1.0)]}
+    assert [f.id for f in zscore(noisy)] == [f.id for f in zscore(plain)]
+    assert [f.score for f in zscore(noisy)] == pytest.approx([f.score for f in zscore(plain)])
