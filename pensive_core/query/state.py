@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .. import deadline
 from ..cache import Deps
 from ..filters import Filter
 from ..fusion import Fused
@@ -68,7 +69,9 @@ class QueryState:
 
     @contextmanager
     def timed(self, name: str) -> Iterator[None]:
-        """Record the milliseconds the block takes under ``name``."""
+        """Record the milliseconds the block takes under ``name`` (first: stop here if the
+        thread's time limit has passed, see :mod:`pensive_core.deadline`)."""
+        deadline.check()
         t = time.perf_counter()
         yield
         self.timings[name] = elapsed_ms(t)

@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
+from .. import deadline
 from ..config import PensiveConfig, load_config, read_config_source, redacted
 from ..errors import (
     BackendError,
@@ -227,8 +228,15 @@ class _Service:
     async def blocking(self, fn: Callable[[], Any], timeout: float | None = None) -> Any:
         """Run ``fn`` on the service's threads; past the timeout the caller gets 504."""
         loop = asyncio.get_running_loop()
-        fut = loop.run_in_executor(self.pool, fn)
         limit = self.settings.query_timeout_s if timeout is None else timeout
+
+        def limited() -> Any:
+            # past the limit the query stops at its next stage (a thread cannot be killed):
+            # its reader and this worker thread are free again soon after the 504
+            with deadline.within(limit):
+                return fn()
+
+        fut = loop.run_in_executor(self.pool, limited)
         try:
             return await asyncio.wait_for(fut, limit)
         except asyncio.TimeoutError:
