@@ -329,7 +329,8 @@ class Archive:
             )
 
     def search_documents(self, match: str, limit: int) -> list[tuple[str, float]]:
-        """Whole documents matching an FTS5 query, best BM25 first: ``(doc id, score)``.
+        """Whole documents matching an FTS5 query, best BM25 first: ``(doc id, score)``. A
+        document still pending (its change not committed) is not searched.
 
         Args:
             match: An FTS5 MATCH expression (phrases in double quotes, ``OR``).
@@ -338,7 +339,7 @@ class Archive:
         rows = self.db.execute(
             "SELECT d.id, -bm25(documents_fts) AS s FROM documents_fts "
             "JOIN documents d ON d.rowid = documents_fts.rowid "
-            "WHERE documents_fts MATCH ? ORDER BY bm25(documents_fts) LIMIT ?",
+            "WHERE documents_fts MATCH ? AND d.indexed > 0 ORDER BY bm25(documents_fts) LIMIT ?",
             (match, limit),
         ).fetchall()
         return [(r[0], float(r[1])) for r in rows]

@@ -175,3 +175,19 @@ def test_vectors_beyond_the_archive_are_reconciled_on_open(tmp_path):
     with Pensive(tmp_path, config=CFG) as p:
         assert "ghost#1" not in p.components.backend.ids()
         assert counts(p) == (3, 3, 3, 3)
+
+
+def test_a_reader_never_finds_a_pending_document_even_in_the_archive(tmp_path):
+    cfg = {"embedder": {"name": "hash", "dim": 64}}
+    with Pensive(tmp_path, config=cfg) as p:
+        p.ingest(docs("a", 3))
+    reader = Pensive(tmp_path, read_only=True)
+    with Pensive(tmp_path, config=cfg, embedder=FailingEmbedder(fail_on=1)) as p:
+        with pytest.raises(RuntimeError):
+            p.ingest([Document(id="inv", text="Invoice INV-9090 was paid in full on Friday.")])
+        # an exact identifier goes to the archive (L3): the pending document is not there yet
+        res = reader.query("Was INV-9090 paid?", k=5)
+        assert "inv" not in {h.doc_id for h in res.hits}
+    reader.close()
+    with Pensive(tmp_path, config=cfg) as p:  # finished on open: now it is found
+        assert "inv" in {h.doc_id for h in p.query("Was INV-9090 paid?", k=5).hits}
