@@ -274,7 +274,14 @@ class Pensive:
         """
         self._check_writable()
         return move_vectors(
-            self._comps, self._committer, to, options, namespace, batch_size, verify_timeout_s
+            self._comps,
+            self._committer,
+            to,
+            options,
+            namespace,
+            batch_size,
+            verify_timeout_s,
+            self._ingest.run,
         )
 
     # -- query ----------------------------------------------------------------------------------

@@ -9,7 +9,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["Embedder", "QueryCache"]
+from ..errors import EmbedderError
+
+__all__ = ["Embedder", "QueryCache", "checked"]
 
 
 @runtime_checkable
@@ -38,6 +40,30 @@ class Embedder(Protocol):
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Count the model's tokens in each text, special tokens excluded."""
         ...
+
+
+def checked(embedder: Embedder, out: Any, n: int | None) -> np.ndarray:
+    """What an embedder returned, as float32, if it is what it promised: ``(n, dim)`` rows
+    (``n`` None: one ``(dim,)`` query vector) of finite numbers. A plug-in's NaN vector would
+    otherwise be stored and turn every score near it into NaN.
+
+    Raises:
+        EmbedderError: Naming the embedder and what was wrong.
+    """
+    arr = np.asarray(out, dtype=np.float32)
+    want = (embedder.dim,) if n is None else (n, embedder.dim)
+    if arr.shape != want:
+        raise EmbedderError(
+            f"the embedder {embedder.name!r} returned an array of shape {arr.shape}, "
+            f"expected {want}"
+        )
+    if not np.isfinite(arr).all():
+        bad = int((~np.isfinite(arr)).any(axis=-1).sum()) if n is not None else 1
+        raise EmbedderError(
+            f"the embedder {embedder.name!r} returned non-finite values (NaN or infinity) "
+            f"in {bad} vector(s); nothing of them was stored"
+        )
+    return arr
 
 
 class QueryCache:

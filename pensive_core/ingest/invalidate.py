@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..cache import Deps, EntryView, chunk_hashes, make_key
+from ..deadline import DeadlineExceeded
 from ..query.escalate import exact_needles
 from ..query.graph import padded_key, says_any
 from ..query.state import Answer, QueryState
@@ -73,7 +74,11 @@ class L1Invalidation:
         approximate = comps.backend is None or comps.backend.kind != "flat"
         approximate = approximate or not graph_is_local(comps)
         bulk = changed > router.l1_bulk_fraction * max(1, comps.sparse.n_live)
-        if comps.sparse.rebuilt or bulk or approximate:
+        # the cache missed a commit (its invalidation failed, or another writer's did): its
+        # entries were never examined against that change, so none is carried past this one
+        l1.sync()
+        missed = l1.commit != commit - 1
+        if comps.sparse.rebuilt or bulk or approximate or missed:
             self.refresh(l1.entries(), None, commit)  # every entry is affected
             return
         victims = l1.keys_for_docs(changes.docs)
@@ -106,7 +111,10 @@ class L1Invalidation:
             if qk.scope != e.scope or (dense and e.deps.qvec is None):
                 continue  # asked under other settings, or would need the embedder
             state = QueryState(e.text, e.k, from_iso(e.as_of), qvec=e.deps.qvec)
-            ans: Answer = router.answer(state)
+            try:
+                ans: Answer = router.answer(state)
+            except DeadlineExceeded:
+                break  # the caller's time limit: the rest are just dropped, as past the budget
             l1.put(qk, ans.hits, ans.confidence, ans.tier, ans.deps, commit, e.freq)
             comps.counters["l1_refreshed"] += 1
             budget -= 1

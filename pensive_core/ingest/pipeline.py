@@ -19,6 +19,7 @@ import numpy as np
 from .. import hooks
 from ..archive import INDEXED, metadata_json
 from ..context.base import join_context
+from ..embedders.base import checked
 from ..errors import NotFoundError
 from ..filters import backend_metadata
 from ..types import Chunk, Document, IngestReport
@@ -179,7 +180,7 @@ class IngestPipeline:
         if to_embed:
             texts = [join_context(contexts.get(c.id, ""), c.text) for c in to_embed]
             t = clock()
-            vectors = embedder.embed(texts)
+            vectors = checked(embedder, embedder.embed(texts), len(texts))
             t, stages["embedding"] = clock(), stages["embedding"] + clock() - t
             backend.upsert(
                 [c.id for c in to_embed], vectors, [meta_of[c.id] for c in to_embed], namespace=ns

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -12,12 +12,14 @@ import numpy as np
 from ..backends.base import VectorBackend
 from ..config import load_config
 from ..context.base import join_context
+from ..embedders.base import checked
 from ..errors import BackendError, ConfigError
 from ..filters import backend_metadata
 from .commit import Committer
 
 if TYPE_CHECKING:
     from ..components import Components
+    from ..types import Document
 
 __all__ = ["move_vectors"]
 
@@ -32,10 +34,11 @@ def move_vectors(
     namespace: str | None,
     batch_size: int,
     verify_timeout_s: float,
+    finish: Callable[[list[Document]], Any],
 ) -> dict[str, Any]:
     """Copy every indexed passage's vector to backend ``to`` and switch the store to it (see
     :meth:`Pensive.reindex <pensive_core.Pensive.reindex>`). The caller has checked that the
-    store is writable.
+    store is writable; ``finish`` indexes documents a failed change left pending.
 
     Raises:
         ConfigError: If the backend or its options are wrong.
@@ -45,6 +48,9 @@ def move_vectors(
     t0 = time.perf_counter()
     storage = comps.storage
     with comps.lock:
+        # a change that failed earlier is finished first (through ``finish``, an ingest):
+        # this commit must not confirm documents whose passages no index holds
+        committer.finish_abandoned(finish)
         old_cfg = comps.config.backend
         raw = comps.config.model_dump()
         raw["backend"]["name"] = to
@@ -110,7 +116,9 @@ def _copy_vectors(
         got = src.fetch(ids, namespace=ns_old) if src is not None else {}
         lost = [r for r in part if r[0] not in got]
         if lost:  # the old index lacks them (e.g. it was emptied): embed just those
-            vecs = comps.embedder.get().embed([join_context(r[4], r[2]) for r in lost])
+            embedder = comps.embedder.get()
+            texts = [join_context(r[4], r[2]) for r in lost]
+            vecs = checked(embedder, embedder.embed(texts), len(texts))
             got.update(zip((r[0] for r in lost), np.asarray(vecs, dtype=np.float32)))
             embedded += len(lost)
         dest.upsert(

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..embedders.base import checked
 from .turns import Turn, TurnStore, speaker
 
 if TYPE_CHECKING:
@@ -154,7 +155,9 @@ class Segmenter:
             return [None] * len(turns)
         # the raw turn, as the detector's thresholds were tuned (the indexed text carries the
         # previous turn too, which would make every turn look like its neighbour)
-        return list(self._host.embedder.embed([t.text for t in turns]))
+        embedder = self._host.embedder
+        texts = [t.text for t in turns]
+        return list(checked(embedder, embedder.embed(texts), len(texts)))
 
     def place(self, log: TurnStore, turn: Turn, vector: np.ndarray | None, segment: int) -> Turn:
         """Score the turn for a topic shift; a shift (or a full segment) starts a new segment.

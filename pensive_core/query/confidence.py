@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -25,4 +26,5 @@ def confidence(fused: Sequence[Fused], lists: Mapping[str, Sequence[tuple[str, f
     dense = dict(lists.get("dense", []))
     sim = float(np.clip((dense.get(top.id, 0.0) - 0.2) / 0.5, 0.0, 1.0)) if dense else agree
     margin = (top.score - fused[1].score) / top.score if len(fused) > 1 and top.score > 0 else 1.0
-    return round(float(np.clip(0.45 * agree + 0.4 * sim + 0.15 * margin, 0.0, 1.0)), 4)
+    value = float(np.clip(0.45 * agree + 0.4 * sim + 0.15 * margin, 0.0, 1.0))
+    return round(value, 4) if math.isfinite(value) else 0.0  # a NaN score: no confidence

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..embedders.base import checked
 from ..fusion import fuse
 from .state import QueryState
 
@@ -30,7 +31,8 @@ class HybridRetrieval:
         if weights["dense"] > 0 and backend is not None:
             if state.qvec is None:
                 with state.timed("embed_ms"):
-                    state.qvec = comps.embedder.get().embed_query(state.text)
+                    embedder = comps.embedder.get()
+                    state.qvec = checked(embedder, embedder.embed_query(state.text), None)
             with state.timed("dense_ms"):
                 state.lists["dense"] = backend.search(
                     state.qvec, depth, where=state.where, namespace=comps.config.backend.namespace
