@@ -191,3 +191,65 @@ def test_a_reader_never_finds_a_pending_document_even_in_the_archive(tmp_path):
     reader.close()
     with Pensive(tmp_path, config=cfg) as p:  # finished on open: now it is found
         assert "inv" in {h.doc_id for h in p.query("Was INV-9090 paid?", k=5).hits}
+
+
+def herons(p: Pensive) -> list[str]:
+    res = p.query("grey heron sighting", k=20)
+    return sorted(h.doc_id for h in res.hits if h.doc_id.startswith("heron"))
+
+
+def heron(i: int) -> Document:
+    return Document(id=f"heron{i}", text=f"Grey heron sighting number {i} on the marsh.")
+
+
+def fillers() -> list[Document]:  # enough passages that one more is not a bulk change
+    return [
+        Document(id=f"n{i}", text=f"Field note {i} records tram lines in district {i}.")
+        for i in range(120)
+    ]
+
+
+def test_an_invalidation_that_fails_leaves_no_stale_answer(tmp_path):
+    cfg = {"embedder": {"name": "hash", "dim": 256}}
+    with Pensive(tmp_path, config=cfg) as p:
+        p.ingest([*fillers(), heron(0)])
+        assert herons(p) == ["heron0"] and herons(p) == ["heron0"]  # now cached
+
+        def fail(point, event):
+            if point == "l1-invalidate" and event == "enter":
+                raise KeyboardInterrupt
+
+        remove = hooks.add_listener(fail)
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                p.ingest([heron(1)])
+        finally:
+            remove()
+        p.ingest([Document(id="other", text="Unrelated bread ovens.")])
+        assert herons(p) == ["heron0", "heron1"]
+    reader = Pensive(tmp_path, read_only=True)
+    assert herons(reader) == ["heron0", "heron1"]
+    reader.close()
+
+
+def test_reindex_after_a_failed_change_finishes_it_first(tmp_path):
+    with Pensive(tmp_path, config=CFG) as p:
+        p.ingest(docs("a", 2))
+    with Pensive(tmp_path, config=CFG, embedder=FailingEmbedder(fail_on=1)) as p:
+        with pytest.raises(RuntimeError):
+            p.ingest(docs("b", 1, word="compass"))
+        p.reindex("faiss")
+        assert not p.components.archive.unindexed() and searchable(p, "compass") == {"b0"}
+        assert counts(p) == (3, 3, 3, 3)
+
+
+def test_a_time_limit_does_not_fail_an_ingest_in_its_cache_refresh(tmp_path):
+    from pensive_core.deadline import within
+
+    cfg = {"embedder": {"name": "hash", "dim": 64}}
+    with Pensive(tmp_path, config=cfg) as p:
+        p.ingest([*fillers(), heron(0)])
+        herons(p)
+        with within(0.0):
+            p.ingest([heron(1)])  # the refresh of the cached answer stops; the ingest stands
+        assert herons(p) == ["heron0", "heron1"]
