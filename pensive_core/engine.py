@@ -394,7 +394,12 @@ class Pensive:
 
     # -- conversation memory --------------------------------------------------------------------
     def conversation(
-        self, session_id: str, *, namespace: str = "default", user: str | None = None
+        self,
+        session_id: str,
+        *,
+        namespace: str = "default",
+        user: str | None = None,
+        create: bool = True,
     ) -> Conversation:
         """The persistent memory of one conversation session.
 
@@ -407,6 +412,9 @@ class Pensive:
             namespace: A tenant or application namespace; sessions are per namespace.
             user: The user the session belongs to, for ``recall(..., scope="user")`` across
                 that user's sessions. A session keeps the user it was first opened with.
+            create: Register the session if it is new (the default). False looks an existing
+                session up without creating anything, for code that only reads: an unknown id
+                is then a :class:`~pensive_core.errors.NotFoundError`.
 
         Returns:
             A :class:`~pensive_core.memory.Conversation`: ``add``, ``recall``, ``context``,
@@ -415,9 +423,10 @@ class Pensive:
         Raises:
             InputError: On an empty or non-string id, namespace or user, or a user that
                 contradicts the session's.
+            NotFoundError: With ``create=False``, if there is no such session.
         """
         self._check_open()
-        return self._memory.open(session_id, namespace=namespace, user=user)
+        return self._memory.open(session_id, namespace=namespace, user=user, create=create)
 
     def conversations(self, namespace: str = "default", user: str | None = None) -> list[str]:
         """The session ids stored in ``namespace`` (of one user, if given), oldest first."""
