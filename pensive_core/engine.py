@@ -452,7 +452,11 @@ class Pensive:
         """
         self._check_open()
         comps = self._comps
-        docs, chunks = comps.archive.counts()
+        with comps.lock:
+            # a reader reloads what the writer committed since its last look, as a query
+            # does: the vector and BM25 counts are then as current as the archive's
+            comps.refresh()
+            docs, chunks = comps.archive.counts()
         backend = comps.backend
         return {
             "path": str(self.path),
