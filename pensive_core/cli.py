@@ -571,9 +571,7 @@ def _session(p: Pensive, session_id: str, user: str | None = None) -> Conversati
         NotFoundError: If the store has no session ``session_id``.
         InputError: If the session belongs to another user.
     """
-    if session_id not in p.conversations():
-        raise NotFoundError(f"no session {session_id!r} in {p.path} (see pensive chat list)")
-    return p.conversation(session_id, user=user)
+    return p.conversation(session_id, user=user, create=False)
 
 
 UserOpt = typer.Option(

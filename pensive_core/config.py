@@ -46,7 +46,9 @@ RETRIEVERS = frozenset({"dense", "bm25"})
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # NaN and infinities are refused in every number of the config (a weight of inf or NaN
+    # would make every fused score NaN)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 class FaissConfig(_Section):

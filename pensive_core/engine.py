@@ -401,7 +401,12 @@ class Pensive:
 
     # -- conversation memory --------------------------------------------------------------------
     def conversation(
-        self, session_id: str, *, namespace: str = "default", user: str | None = None
+        self,
+        session_id: str,
+        *,
+        namespace: str = "default",
+        user: str | None = None,
+        create: bool = True,
     ) -> Conversation:
         """The persistent memory of one conversation session.
 
@@ -414,6 +419,9 @@ class Pensive:
             namespace: A tenant or application namespace; sessions are per namespace.
             user: The user the session belongs to, for ``recall(..., scope="user")`` across
                 that user's sessions. A session keeps the user it was first opened with.
+            create: Register the session if it is new (the default). False looks an existing
+                session up without creating anything, for code that only reads: an unknown id
+                is then a :class:`~pensive_core.errors.NotFoundError`.
 
         Returns:
             A :class:`~pensive_core.memory.Conversation`: ``add``, ``recall``, ``context``,
@@ -422,9 +430,10 @@ class Pensive:
         Raises:
             InputError: On an empty or non-string id, namespace or user, or a user that
                 contradicts the session's.
+            NotFoundError: With ``create=False``, if there is no such session.
         """
         self._check_open()
-        return self._memory.open(session_id, namespace=namespace, user=user)
+        return self._memory.open(session_id, namespace=namespace, user=user, create=create)
 
     def conversations(self, namespace: str = "default", user: str | None = None) -> list[str]:
         """The session ids stored in ``namespace`` (of one user, if given), oldest first."""
@@ -450,7 +459,11 @@ class Pensive:
         """
         self._check_open()
         comps = self._comps
-        docs, chunks = comps.archive.counts()
+        with comps.lock:
+            # a reader reloads what the writer committed since its last look, as a query
+            # does: the vector and BM25 counts are then as current as the archive's
+            comps.refresh()
+            docs, chunks = comps.archive.counts()
         backend = comps.backend
         return {
             "path": str(self.path),

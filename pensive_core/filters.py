@@ -8,7 +8,8 @@ write::
     {"$or": [{"team": "red"}, {"priority": {"$gt": 2}}]}
 
 Operators: ``$eq $ne $gt $gte $lt $lte $in $nin`` on a field, ``$and $or`` over filters.
-Values are strings, numbers and booleans; the range operators take numbers only. A field a
+Values are strings, finite numbers and booleans (NaN, infinities and strings that do not
+encode as UTF-8 are refused); the range operators take numbers only. A field a
 record does not have matches no comparison (``$ne`` and ``$nin`` included), the same on every
 backend. Field names are identifiers (letters, digits, underscore; not starting with a digit),
 because that is what every backend can store and filter on.
@@ -29,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from .errors import InputError
+from .validate import check_finite, check_text
 
 __all__ = [
     "And",
@@ -77,9 +79,10 @@ Filter = Cmp | And | Or
 
 
 def _scalar(value: Any, where: str) -> Scalar:
-    if isinstance(value, (str, bool, int, float)) and not (
-        isinstance(value, float) and value != value
-    ):
+    if isinstance(value, str):
+        return check_text(value, f"filter {where}: the value")
+    if isinstance(value, (bool, int, float)):
+        check_finite(value, f"filter {where}: the value")
         return value
     raise InputError(
         f"filter {where}: values must be strings, numbers or booleans, got {type(value).__name__}"

@@ -15,6 +15,7 @@ from pathlib import Path
 from .errors import InputError
 from .timeutil import ensure_utc
 from .types import Document
+from .validate import check_text
 
 __all__ = ["SUFFIXES", "iter_files", "load_file"]
 
@@ -36,13 +37,13 @@ def iter_files(path: Path) -> Iterator[Path]:
                 yield p
 
 
-def _read_text(path: Path) -> str:
+def _read_text(path: Path, name: str) -> str:
     data = path.read_bytes()
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InputError(
-            f"{path}: not UTF-8 text (byte {exc.start}: {data[exc.start : exc.start + 1]!r}); "
+            f"{name}: not UTF-8 text (byte {exc.start}: {data[exc.start : exc.start + 1]!r}); "
             "convert it to UTF-8 first"
         ) from None
 
@@ -122,22 +123,26 @@ def _doc_id(path: Path, root: Path) -> str:
         return path.as_posix()
 
 
-def load_file(path: Path, root: Path) -> Iterator[Document | InputError]:
+def load_file(path: Path, root: Path, source: str | None = None) -> Iterator[Document | InputError]:
     """Yield the documents in one file; a bad JSONL line is yielded as an error, not raised.
 
     Args:
         path: The file.
         root: The folder given by the caller; document ids are paths relative to it.
+        source: The file's name as the caller knows it, for ``metadata["source"]`` and the
+            messages (default: ``path``). The server passes the name a file was uploaded
+            under, so neither shows where it was kept meanwhile.
 
     Raises:
         InputError: If the file cannot be read or has no text.
     """
+    name = str(path) if source is None else source
     suffix = path.suffix.lower()
     mtime = ensure_utc(path.stat().st_mtime)
-    text = _read_text(path)
-    base_meta = {"source": str(path)}
+    text = _read_text(path, name)
+    base_meta = {"source": name}
     if suffix == ".jsonl":
-        yield from _load_jsonl(path, text)
+        yield from _load_jsonl(name, text)
         return
     if suffix in (".html", ".htm"):
         title, body = html_to_text(text)
@@ -148,40 +153,66 @@ def load_file(path: Path, root: Path) -> Iterator[Document | InputError]:
         title = heading.group(1).strip() if heading else path.stem
         meta = {**base_meta, "title": title, "format": "markdown" if suffix != ".txt" else "text"}
     if not body.strip():
-        raise InputError(f"{path}: file has no text")
-    yield Document(id=_doc_id(path, root), text=body, metadata=meta, timestamp=mtime)
+        raise InputError(f"{name}: file has no text")
+    try:
+        yield Document(id=_doc_id(path, root), text=body, metadata=meta, timestamp=mtime)
+    except InputError as exc:
+        raise InputError(f"{name}: {exc}") from None
 
 
-def _load_jsonl(path: Path, text: str) -> Iterator[Document | InputError]:
+def _load_jsonl(name: str, text: str) -> Iterator[Document | InputError]:
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
-            yield InputError(f"{path}:{lineno}: invalid JSON ({exc.msg})")
+            yield InputError(f"{name} line {lineno}: invalid JSON ({exc.msg})")
+            continue
+        except RecursionError:
+            yield InputError(f"{name} line {lineno}: the JSON nests too deep to read")
+            continue
+        except ValueError as exc:  # an integer of more digits than Python reads
+            yield InputError(f"{name} line {lineno}: invalid JSON ({exc})")
             continue
         if not isinstance(row, dict):
-            yield InputError(f"{path}:{lineno}: each line must be a JSON object")
+            yield InputError(f"{name} line {lineno}: each line must be a JSON object")
             continue
         unknown = set(row) - {"id", "_id", "text", "title", "metadata", "timestamp"}
         if unknown:
             yield InputError(
-                f"{path}:{lineno}: unknown field(s) {sorted(unknown)}; "
+                f"{name} line {lineno}: unknown field(s) {sorted(unknown)}; "
                 "expected id, text, title, metadata, timestamp"
             )
             continue
         doc_id = row.get("id", row.get("_id"))
         body = row.get("text")
-        if doc_id is None or not isinstance(body, str):
-            yield InputError(f"{path}:{lineno}: needs an 'id' and a string 'text'")
+        if (
+            isinstance(doc_id, bool)
+            or not isinstance(doc_id, (str, int))
+            or not isinstance(body, str)
+        ):
+            yield InputError(f"{name} line {lineno}: needs an 'id' (a string) and a string 'text'")
             continue
-        meta = dict(row.get("metadata") or {})
-        meta.setdefault("source", str(path))
-        if row.get("title"):
-            meta.setdefault("title", row["title"])
-            body = f"{row['title']}\n\n{body}"
+        meta = row.get("metadata")
+        if meta is not None and not isinstance(meta, dict):
+            yield InputError(f"{name} line {lineno}: 'metadata' must be a JSON object")
+            continue
+        meta = dict(meta or {})
+        meta.setdefault("source", name)
+        title = row.get("title")
+        if title:
+            if not isinstance(title, str):
+                yield InputError(f"{name} line {lineno}: 'title' must be a string")
+                continue
+            try:
+                check_text(title, "'title'")
+            except InputError as exc:
+                yield InputError(f"{name} line {lineno}: {exc}")
+                continue
+            meta.setdefault("title", title)
+            body = f"{title}\n\n{body}"
         try:
             yield Document(id=str(doc_id), text=body, metadata=meta, timestamp=row.get("timestamp"))
         except InputError as exc:
-            yield InputError(f"{path}:{lineno}: {exc}")
+            yield InputError(f"{name} line {lineno}: {exc}")

@@ -9,6 +9,7 @@ from typing import Any
 
 from .errors import InputError
 from .timeutil import ensure_utc
+from .validate import check_id, check_metadata, check_text
 
 __all__ = [
     "Aggregation",
@@ -28,9 +29,17 @@ class Document:
 
     Args:
         id: The caller's id; ingesting the same id again replaces the document.
-        text: The full text (UTF-8 ``str``; must not be empty).
-        metadata: JSON-serialisable metadata returned with every hit from this document.
+        text: The full text (a ``str`` that encodes as UTF-8; must not be blank).
+        metadata: A JSON object returned with every hit from this document: string keys;
+            strings, finite numbers, booleans, None, datetimes, lists and dicts as values
+            (see :mod:`pensive_core.validate`).
         timestamp: When the document was written or became true (made tz-aware UTC).
+
+    Raises:
+        InputError: On an empty id or text, an id with a NUL, a string that does not encode
+            as UTF-8 (a lone surrogate) in the id, text or metadata, metadata that is not
+            such a JSON object (NaN, an infinity, a set...), or a timestamp outside the
+            years 1 to 9999 once in UTC.
     """
 
     id: str
@@ -41,6 +50,7 @@ class Document:
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id.strip():
             raise InputError(f"Document.id must be a non-empty string, got {self.id!r}")
+        check_id(self.id, "Document.id")
         if not isinstance(self.text, str):
             raise InputError(
                 f"Document {self.id!r}: text must be str, got {type(self.text).__name__} "
@@ -48,12 +58,9 @@ class Document:
             )
         if not self.text.strip():
             raise InputError(f"Document {self.id!r} has empty text; nothing to index")
-        if not isinstance(self.metadata, Mapping):
-            raise InputError(
-                f"Document {self.id!r}: metadata must be a mapping, got "
-                f"{type(self.metadata).__name__}"
-            )
-        object.__setattr__(self, "metadata", dict(self.metadata))
+        check_text(self.text, f"Document {self.id!r}: text")
+        meta = check_metadata(self.metadata, f"Document {self.id!r}: metadata")
+        object.__setattr__(self, "metadata", meta)
         object.__setattr__(self, "timestamp", ensure_utc(self.timestamp))
 
 

@@ -19,6 +19,7 @@ from ..embedders.base import Embedder
 from ..errors import InputError
 from ..timeutil import to_iso
 from ..types import Chunk, Document
+from ..validate import check_metadata
 from .changes import IngestCounts
 
 if TYPE_CHECKING:
@@ -92,7 +93,9 @@ def plan_batch(
         want = ARCHIVE_ONLY if archive_only else INDEXED
         gen = None if archive_only else generator_for(doc)
         gen_name = gen.name if gen is not None else ""
-        meta = metadata_json(doc.metadata)
+        # checked again here: a caller can still change a Document's metadata dict after
+        # it was made, and this is the last look before anything is written
+        meta = metadata_json(check_metadata(doc.metadata, f"Document {doc.id!r}: metadata"))
         if old == (doc_hash, meta, to_iso(doc.timestamp), want, gen_name):
             counts.unchanged += 1
             continue

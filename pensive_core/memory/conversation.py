@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..errors import InputError, PensiveError
 from ..timeutil import ensure_utc
 from ..types import Hit
-from ..validate import validate_k, validate_query
+from ..validate import check_text, validate_k, validate_query
 from .index import SessionIndex
 from .index import session_config as session_config  # importable from here, as it always was
 from .recall import (
@@ -294,6 +294,7 @@ class Conversation:
         """
         if not isinstance(text, str) or not text.strip():
             raise InputError("a pin must be a non-empty str")
+        check_text(text, "a pin")
         with self._lock:
             self._check_writable()
             turnlog = self._log()

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..embedders.base import Embedder, QueryCache
-from ..errors import PensiveError
+from ..errors import NotFoundError, PensiveError
 from .sessions import SessionCatalog, SessionInfo, check_name
 
 if TYPE_CHECKING:
@@ -54,7 +54,12 @@ class Sessions:
         self.host = StoreHost(store, self)
 
     def open(
-        self, session_id: str, *, namespace: str = "default", user: str | None = None
+        self,
+        session_id: str,
+        *,
+        namespace: str = "default",
+        user: str | None = None,
+        create: bool = True,
     ) -> Conversation:
         """The session ``session_id`` of ``namespace``, registered if new (the same object
         while it is open). See :meth:`Pensive.conversation`.
@@ -62,6 +67,8 @@ class Sessions:
         Raises:
             InputError: On an empty or non-string id, namespace or user, or a user that
                 contradicts the session's.
+            NotFoundError: If ``create`` is False and the session is not registered (nothing
+                is created, on disk or in the registry).
             PensiveError: If the store is closed.
         """
         if self._closed:
@@ -71,6 +78,13 @@ class Sessions:
         if user is not None:
             user = check_name(user, "user")
         with self._lock:
+            # asked for by a read: look it up in the registry (a read-only store keeps
+            # unregistered sessions open too), and never register or make a folder
+            if not create and self.registry.get(namespace, session_id) is None:
+                where = "" if namespace == "default" else f" in namespace {namespace!r}"
+                raise NotFoundError(
+                    f"no session {session_id!r}{where}; adding a turn to it creates it"
+                )
             key = (namespace, session_id)
             conv = self._open.get(key)
             if conv is not None and not conv.closed:

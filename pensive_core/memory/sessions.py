@@ -17,6 +17,7 @@ from typing import Protocol
 
 from ..errors import InputError
 from ..timeutil import to_iso, utcnow
+from ..validate import check_text
 
 __all__ = ["SessionCatalog", "SessionInfo", "SessionRegistry", "check_name", "session_folder"]
 
@@ -25,7 +26,8 @@ MAX_NAME = 512
 
 
 def check_name(value: object, what: str) -> str:
-    """A session id, namespace or user id: a non-empty str without control characters."""
+    """A session id, namespace or user id: a non-empty str without control characters that
+    encodes as UTF-8."""
     if not isinstance(value, str):
         raise InputError(f"{what} must be a str, got {type(value).__name__}")
     if not value.strip():
@@ -34,7 +36,7 @@ def check_name(value: object, what: str) -> str:
         raise InputError(f"{what} is {len(value)} characters; the limit is {MAX_NAME}")
     if any(ord(c) < 32 for c in value):
         raise InputError(f"{what} {value!r} contains control characters")
-    return value
+    return check_text(value, what)
 
 
 def _slug(value: str) -> str:

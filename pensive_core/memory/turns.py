@@ -25,6 +25,7 @@ from ..context.base import ContextRequest
 from ..errors import InputError
 from ..timeutil import ensure_utc, from_iso, to_iso, utcnow
 from ..types import Hit
+from ..validate import check_id, check_metadata, check_text
 
 __all__ = [
     "MAX_TURN_CHARS",
@@ -154,8 +155,11 @@ def check_turn(item: Any) -> tuple[str, str, datetime, dict[str, Any]]:
 
     Raises:
         InputError: On an empty role or text, a wrong type, text over
-            :data:`MAX_TURN_CHARS` characters, an unknown field, a bad timestamp, or metadata
-            that is not a JSON-serialisable mapping or uses a :data:`RESERVED_KEYS` key.
+            :data:`MAX_TURN_CHARS` characters, an unknown field, a timestamp that cannot be
+            read or lies outside the years 1 to 9999 once in UTC, a string that does not
+            encode as UTF-8 (a lone surrogate), a NUL in the role, or metadata
+            that is not a JSON object as documents take it (:func:`~..validate.check_metadata`)
+            or uses a :data:`RESERVED_KEYS` key.
     """
     if isinstance(item, Mapping):
         unknown = set(item) - {"role", "text", "timestamp", "metadata"}
@@ -176,27 +180,26 @@ def check_turn(item: Any) -> tuple[str, str, datetime, dict[str, Any]]:
     role, text, ts, meta = fields
     if not isinstance(role, str) or not role.strip():
         raise InputError(f"role must be a non-empty str, got {role!r:.80}")
+    check_id(role, "role")
     if not isinstance(text, str):
         raise InputError(f"turn text must be a str, got {type(text).__name__}")
     if not text.strip():
         raise InputError("turn text is empty")
     if len(text) > MAX_TURN_CHARS:
         raise InputError(f"turn text is {len(text)} characters; the limit is {MAX_TURN_CHARS}")
-    if meta is None:
-        meta = {}
-    if not isinstance(meta, Mapping):
-        raise InputError(f"turn metadata must be a mapping, got {type(meta).__name__}")
+    check_text(text, "turn text")
+    meta = check_metadata({} if meta is None else meta, "turn metadata")
     clash = RESERVED_KEYS & set(meta)
     if clash:
         raise InputError(f"turn metadata keys {sorted(clash)} are reserved; rename them")
     try:
-        json.dumps(dict(meta))
+        json.dumps(meta)  # the log keeps plain JSON: a datetime value is refused here
     except (TypeError, ValueError) as exc:
         raise InputError(f"turn metadata is not JSON-serialisable: {exc}") from None
     try:
         when = ensure_utc(ts) if ts is not None else utcnow()
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"bad turn timestamp {ts!r}: {exc}") from None
+    except InputError as exc:
+        raise InputError(f"bad turn timestamp: {exc}") from None
     assert when is not None
     return role.strip(), text, when, dict(meta)
 

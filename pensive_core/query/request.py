@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import InputError
 from ..filters import Filter, parse_filter
 from ..timeutil import ensure_utc
-from ..validate import MAX_K, MAX_QUERY_CHARS, validate_k, validate_query
+from ..validate import MAX_K, MAX_QUERY_CHARS, check_text, validate_k, validate_query
 
 __all__ = [
     "MAX_K",
@@ -53,7 +53,8 @@ def validate_context(context: Any) -> tuple[str, ...]:
     like a query; None is no context. Blank pieces are dropped.
 
     Raises:
-        InputError: On another type, more than 100 pieces or an over-long piece.
+        InputError: On another type, more than 100 pieces, an over-long piece or one that
+            does not encode as UTF-8.
     """
     if context is None:
         return ()
@@ -63,6 +64,8 @@ def validate_context(context: Any) -> tuple[str, ...]:
         raise InputError("context must be a str or a list of str")
     if len(context) > 100 or any(len(c) > MAX_QUERY_CHARS for c in context):
         raise InputError(f"context is limited to 100 pieces of {MAX_QUERY_CHARS} characters each")
+    for i, piece in enumerate(context):
+        check_text(piece, f"context[{i}]")
     return tuple(c for c in context if c.strip())
 
 
@@ -77,7 +80,9 @@ def make_request(
 
     Raises:
         InputError: On an empty, over-long or non-string query, a bad ``k``, an ``as_of``
-            that is not a datetime, a malformed filter or a bad context.
+            that is not a time in the years 1 to 9999 once in UTC, a malformed filter (or one
+            comparing with NaN or an infinity), a bad context, or a string anywhere that does
+            not encode as UTF-8.
     """
     text = validate_query(text)
     k = validate_k(k)

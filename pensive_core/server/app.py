@@ -10,6 +10,7 @@ Every error is ``{"error": {"code", "message", "request_id", "details"}}`` with 
 from __future__ import annotations
 
 import asyncio
+import email.message
 import json
 import logging
 import queue
@@ -76,14 +77,21 @@ _STATUS: dict[str, tuple[int, str]] = {
 _ERRORS: dict[int | str, dict[str, Any]] = {
     s: {"model": ErrorBody, "description": d}
     for s, d in {
-        400: "Bad input (invalid_input, invalid_json, invalid_utf8, json_too_deep, query_too_long)",
+        400: "Bad input (invalid_input, invalid_json, invalid_utf8, json_too_deep, "
+        "query_too_long, invalid_body)",
         401: "Missing or unknown API key (unauthorized)",
-        404: "No such document, job or route (not_found)",
+        404: "No such document, job, session or route (not_found)",
+        405: "The route does not take this method (method_not_allowed)",
         409: "The store contradicts the server's config (config_error)",
         413: "Too large (payload_too_large, document_too_large, too_many_documents)",
-        415: "Unsupported file type (unsupported_media_type)",
-        422: "The body does not match the schema (validation_error)",
-        503: "The writer or a backend is unavailable",
+        415: "A file type, or a body that is not JSON sent to a JSON route "
+        "(unsupported_media_type)",
+        422: "The body does not match the schema: unknown fields, wrong types; nothing is "
+        "coerced (validation_error)",
+        500: "A fault of the server (internal)",
+        501: "A feature whose extra is not installed (missing_dependency)",
+        503: "The writer or a backend is unavailable (not_ready, writer_crashed, "
+        "backend_unavailable, store_unavailable)",
         504: "Took longer than the server's timeout (timeout)",
     }.items()
 }
@@ -112,7 +120,7 @@ def _error_response(
     message: str,
     request_id: str,
     details: list[dict[str, Any]] | None = None,
-) -> JSONResponse:
+) -> Response:
     body = {
         "error": {
             "code": code,
@@ -121,7 +129,26 @@ def _error_response(
             "details": details or [],
         }
     }
-    return JSONResponse(body, status_code=status, headers={"x-request-id": request_id})
+    # ASCII with escapes: a field name or message quoting what the client sent (a lone
+    # surrogate, say) can never make the error itself fail to render
+    return Response(
+        json.dumps(body, ensure_ascii=True, default=str),
+        status_code=status,
+        media_type="application/json",
+        headers={"x-request-id": request_id},
+    )
+
+
+def _is_json(content_type: str) -> bool:
+    """Whether FastAPI reads a body with this ``Content-Type`` as JSON: ``application/json``
+    or ``application/*+json``, in any case, with any parameters (the same test FastAPI makes,
+    so the guard checks exactly the bodies that get parsed)."""
+    message = email.message.Message()
+    message["content-type"] = content_type
+    if message.get_content_maintype() != "application":
+        return False
+    subtype = message.get_content_subtype()
+    return subtype == "json" or subtype.endswith("+json")
 
 
 def _engine_error(exc: Exception, root: Path | None = None) -> ApiError:
@@ -130,7 +157,11 @@ def _engine_error(exc: Exception, root: Path | None = None) -> ApiError:
     kind = exc.kind if isinstance(exc, WorkerError) else type(exc).__name__
     message = str(exc)
     if root is not None:
-        message = message.replace(f" in {root}", "").replace(str(root), "<store>")
+        for where in {str(root), str(root.resolve())}:
+            # the whole path under the root goes (a namespace's store is root/namespaces/NAME)
+            path = re.escape(where) + r"""[^\s'"]*"""
+            message = re.sub(" in " + path, "", message)
+            message = re.sub(path, "<store>", message)
     if kind in _STATUS:
         status, code = _STATUS[kind]
         return ApiError(status, code, message)
@@ -324,7 +355,10 @@ class _Guard:
     """ASGI middleware: a request id, the body size limit, strict UTF-8 and JSON depth.
 
     The body is read (up to the limit) before any route sees it, so an oversized request is
-    refused whole and nothing of it is stored.
+    refused whole and nothing of it is stored. Every body FastAPI would parse as JSON (by any
+    of its ``Content-Type`` headers: ``Application/JSON``, ``application/json;
+    charset=utf-8``, ``application/x+json``) must be UTF-8 and nest at most ``max_depth``
+    deep; a JSON route sent any other body answers 415 (see ``create_app``).
     """
 
     def __init__(self, app: Any, max_body: int, max_depth: int) -> None:
@@ -337,6 +371,10 @@ class _Guard:
         rid = uuid.uuid4().hex[:16]
         scope.setdefault("state", {})["request_id"] = rid
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        # every Content-Type given, not the last: the framework reads the first one. A body
+        # without one is checked too: some FastAPI versions read an untyped body as JSON
+        types = [v.decode("latin-1") for k, v in scope["headers"] if k.lower() == b"content-type"]
+        as_json = not types or any(_is_json(t) for t in types)
 
         async def reply(status: int, code: str, message: str) -> None:
             await _error_response(status, code, message, rid)(scope, receive, send)
@@ -362,7 +400,7 @@ class _Guard:
                     413, "payload_too_large", f"the body is over the limit of {self.max_body} bytes"
                 )
                 return
-        if body and headers.get("content-type", "").split(";")[0].strip().endswith("json"):
+        if body and as_json:
             try:
                 bytes(body).decode("utf-8")
             except UnicodeDecodeError as exc:
@@ -370,6 +408,15 @@ class _Guard:
                     400,
                     "invalid_utf8",
                     f"the body is not UTF-8 (byte {exc.start}); send UTF-8 JSON",
+                )
+                return
+            nul = body.find(b"\x00")
+            if nul >= 0:  # never in UTF-8 JSON; the JSON parser would read it as UTF-16 or -32
+                await reply(
+                    400,
+                    "invalid_utf8",
+                    f"the body holds a NUL byte (byte {nul}): it is not UTF-8 JSON "
+                    "(UTF-16 or UTF-32?); send UTF-8 JSON",
                 )
                 return
             depth = _json_depth(bytes(body))
@@ -483,16 +530,25 @@ def create_app(
         return request.scope.get("state", {}).get("request_id", "")
 
     @app.exception_handler(ApiError)
-    async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
+    async def _api_error(request: Request, exc: ApiError) -> Response:
         return _error_response(exc.status, exc.code, exc.message, rid(request), exc.details)
 
     @app.exception_handler(PensiveError)
-    async def _pensive_error(request: Request, exc: PensiveError) -> JSONResponse:
+    async def _pensive_error(request: Request, exc: PensiveError) -> Response:
         err = _engine_error(exc, svc.root)
         return _error_response(err.status, err.code, err.message, rid(request))
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _invalid(request: Request, exc: RequestValidationError) -> Response:
+        if isinstance(exc.body, (bytes, bytearray)):
+            # a JSON route given a body it did not parse: sent as text, a form, or untyped
+            return _error_response(
+                415,
+                "unsupported_media_type",
+                f"this route takes a JSON body; got Content-Type "
+                f"{request.headers.get('content-type', '(none)')!r}: send application/json",
+                rid(request),
+            )
         details = [
             {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
             for e in exc.errors()
@@ -500,6 +556,18 @@ def create_app(
         if any(d["type"] == "json_invalid" for d in details):
             return _error_response(
                 400, "invalid_json", "the body is not valid JSON", rid(request), details
+            )
+        if details and all(d["type"] == "string_unicode" for d in details):
+            # a lone surrogate (a JSON escape like "\udc80") in a typed field: the same
+            # code as one in metadata, which the engine's checks refuse
+            where = ", ".join(".".join(str(x) for x in d["loc"][1:]) for d in details)
+            return _error_response(
+                400,
+                "invalid_input",
+                f"{where}: holds a lone surrogate, which is not Unicode text (it cannot be "
+                "encoded as UTF-8); send text that is",
+                rid(request),
+                details,
             )
         return _error_response(
             422,
@@ -510,12 +578,21 @@ def create_app(
         )
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
+        if exc.status_code == 400:
+            # the framework could not read the body: JSON the parser refused past the guard
+            # (an integer over 4300 digits) or a malformed multipart form
+            as_json = _is_json(request.headers.get("content-type", ""))
+            code = "invalid_json" if as_json else "invalid_body"
+            what = "JSON" if as_json else "form"
+            return _error_response(
+                400, code, f"the body could not be read as {what}: {exc.detail}", rid(request)
+            )
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         return _error_response(exc.status_code, code, str(exc.detail), rid(request))
 
     @app.exception_handler(Exception)
-    async def _crash(request: Request, exc: Exception) -> JSONResponse:
+    async def _crash(request: Request, exc: Exception) -> Response:
         log.error("request %s failed: %s: %s", rid(request), type(exc).__name__, exc, exc_info=exc)
         return _error_response(
             500, "internal", "internal error; the server log has the details", rid(request)
@@ -577,7 +654,7 @@ def create_app(
         return {"status": "ok"}
 
     @app.get("/health/ready", tags=["health"])
-    async def ready() -> JSONResponse:
+    async def ready() -> Response:
         """Readiness: the writer process is up (queries and writes can be served)."""
         if not svc.writer.alive:
             return _error_response(
@@ -657,13 +734,17 @@ def create_app(
                 path = Path(tmp) / name
                 path.write_bytes(await f.read())
                 try:
-                    for item in load_file(path, Path(tmp)):
+                    # named as uploaded, in messages and metadata["source"] alike: never the
+                    # folder the server kept the file in meanwhile
+                    for item in load_file(path, Path(tmp), source=name):
                         if isinstance(item, InputError):
-                            problems.append({"file": name, "message": str(item).replace(tmp, "")})
+                            problems.append({"file": name, "message": str(item)})
                         else:
                             docs.append(item)
-                except (InputError, OSError) as exc:
-                    problems.append({"file": name, "message": str(exc).replace(tmp + "/", "")})
+                except InputError as exc:
+                    problems.append({"file": name, "message": str(exc)})
+                except OSError as exc:
+                    problems.append({"file": name, "message": f"{name}: {exc.strerror}"})
         if problems:
             raise ApiError(
                 400, "invalid_input", "some files could not be read; nothing was stored", problems

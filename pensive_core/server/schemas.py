@@ -1,11 +1,21 @@
-"""Request and response bodies of the HTTP API (unknown fields are refused)."""
+"""Request and response bodies of the HTTP API.
+
+Request bodies are strict: unknown fields are refused, and nothing is coerced (``"5"`` is not
+a number, ``"yes"`` not a flag, ``1`` not ``true``, a number not a time): a body of the wrong
+shape is 422 ``validation_error``. Times are ISO-8601 strings. What the engine checks beyond the
+shape (UTF-8, finite numbers, times that exist in UTC, metadata, filters) is 400
+``invalid_input``, from :mod:`pensive_core.validate`, the same checks as the Python API's.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+
+from ..errors import InputError
+from ..timeutil import parse_iso
 
 __all__ = [
     "ErrorBody",
@@ -24,6 +34,23 @@ class _In(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _iso_only(value: Any) -> Any:
+    """A time must come as an ISO-8601 string: a number is refused, not read as POSIX seconds,
+    and a string is read by the same parser as the Python API's (offset kept: the range in
+    UTC is checked by the engine, a 400 rather than a 422)."""
+    if value is None or isinstance(value, datetime):
+        return value
+    if not isinstance(value, str):
+        raise ValueError(f"a time must be an ISO-8601 string, got {type(value).__name__}")
+    try:
+        return parse_iso(value)
+    except InputError as exc:
+        raise ValueError(str(exc)) from None
+
+
+IsoTime = Annotated[datetime, BeforeValidator(_iso_only)]
+
+
 class ErrorDetail(BaseModel):
     code: str = Field(description="Stable machine-readable code, e.g. invalid_input, timeout.")
     message: str = Field(description="What was wrong and what to do.")
@@ -38,23 +65,27 @@ class ErrorBody(BaseModel):
 
 
 class DocumentIn(_In):
-    id: str = Field(min_length=1, max_length=1024, description="Your id; the same id replaces.")
-    text: str = Field(min_length=1)
-    metadata: dict[str, Any] = {}
-    timestamp: datetime | None = Field(None, description="When the document was true (ISO-8601).")
+    id: StrictStr = Field(
+        min_length=1, max_length=1024, description="Your id; the same id replaces."
+    )
+    text: StrictStr = Field(min_length=1)
+    metadata: dict[StrictStr, Any] = {}
+    timestamp: IsoTime | None = Field(None, description="When the document was true (ISO-8601).")
 
 
 class IngestIn(_In):
     documents: list[DocumentIn] = Field(min_length=1)
-    archive_only: bool = Field(False, description="Keep in the L3 archive only (not embedded).")
-    wait: bool = Field(True, description="Answer when committed (202 with a job if slower).")
+    archive_only: StrictBool = Field(
+        False, description="Keep in the L3 archive only (not embedded)."
+    )
+    wait: StrictBool = Field(True, description="Answer when committed (202 with a job if slower).")
 
 
 class QueryIn(_In):
-    text: str = Field(min_length=1)
-    k: int = Field(5, ge=1, le=1000)
-    as_of: datetime | None = None
-    filters: dict[str, Any] | None = Field(None, description="Mongo-style metadata filter.")
+    text: StrictStr = Field(min_length=1)
+    k: StrictInt = Field(5, ge=1, le=1000)
+    as_of: IsoTime | None = None
+    filters: dict[StrictStr, Any] | None = Field(None, description="Mongo-style metadata filter.")
 
 
 class HitOut(BaseModel):
@@ -82,22 +113,22 @@ class QueryOut(BaseModel):
 
 
 class TurnIn(_In):
-    role: str = Field(min_length=1, max_length=64)
-    text: str = Field(min_length=1)
-    timestamp: datetime | None = None
-    metadata: dict[str, Any] = {}
-    user: str | None = Field(None, min_length=1, max_length=256)
+    role: StrictStr = Field(min_length=1, max_length=64)
+    text: StrictStr = Field(min_length=1)
+    timestamp: IsoTime | None = None
+    metadata: dict[StrictStr, Any] = {}
+    user: StrictStr | None = Field(None, min_length=1, max_length=256)
 
 
 class RecallIn(_In):
-    query: str = Field(min_length=1)
-    k: int = Field(5, ge=1, le=1000)
+    query: StrictStr = Field(min_length=1)
+    k: StrictInt = Field(5, ge=1, le=1000)
     scope: Literal["session", "user"] | None = None
-    as_of: datetime | None = None
-    user: str | None = Field(None, min_length=1, max_length=256)
+    as_of: IsoTime | None = None
+    user: StrictStr | None = Field(None, min_length=1, max_length=256)
 
 
 class ContextIn(_In):
-    query: str = Field(min_length=1)
-    token_budget: int = Field(2000, ge=1, le=1_000_000)
-    user: str | None = Field(None, min_length=1, max_length=256)
+    query: StrictStr = Field(min_length=1)
+    token_budget: StrictInt = Field(2000, ge=1, le=1_000_000)
+    user: StrictStr | None = Field(None, min_length=1, max_length=256)

@@ -306,6 +306,7 @@ def _child_main(conn: Any) -> None:
 def _handle(
     msg: dict[str, Any], store: Callable[[str], Any], progress: Callable[[int], None]
 ) -> Any:
+    from ..memory.turns import check_turn
     from ..timeutil import ensure_utc
     from ..types import Document
     from ..wire import hit_json, turn_json
@@ -325,7 +326,19 @@ def _handle(
         return {"chunks": p.delete(msg["doc_id"])}
     if op == "chat.list":
         return p.conversations(namespace="default", user=msg.get("user"))
-    conv = p.conversation(msg["session"], user=msg.get("user"))
+    if op == "chat.add":
+        # checked before the session is opened: a refused turn creates no session either
+        check_turn(
+            {
+                "role": msg["role"],
+                "text": msg["text"],
+                "timestamp": msg.get("timestamp"),
+                "metadata": msg.get("metadata"),
+            }
+        )
+    # only a new turn creates a session: reading, recalling or clearing an unknown one is
+    # NotFoundError (404), and leaves no folder or registry row behind
+    conv = p.conversation(msg["session"], user=msg.get("user"), create=op == "chat.add")
     if op == "chat.add":
         turn = conv.add(msg["role"], msg["text"], msg.get("timestamp"), msg.get("metadata"))
         return turn_json(turn)

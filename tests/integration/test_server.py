@@ -81,7 +81,9 @@ def test_a_key_reads_and_writes_its_own_namespace_only(client):
     )
     assert "s1" in client.get("/v1/conversations", headers=A).json()["sessions"]
     assert client.get("/v1/conversations", headers=B).json()["sessions"] == []
-    assert client.get("/v1/conversations/s1/turns", headers=B).json()["turns"] == []
+    # and reading team-a's session through team-b's key finds no such session (nor makes one)
+    _error(client.get("/v1/conversations/s1/turns", headers=B), 404, "not_found")
+    assert client.get("/v1/conversations", headers=B).json()["sessions"] == []
     # a delete through team-b's key cannot touch team-a's document
     _error(client.delete("/v1/documents/inv", headers=B), 404, "not_found")
     assert client.get("/v1/documents/inv", headers=A).status_code == 200

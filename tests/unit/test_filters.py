@@ -34,7 +34,7 @@ def test_parse_shapes():
         ({"a": {"$in": "x"}}, "non-empty list"),
         ({"a": [1, 2]}, "strings, numbers or booleans"),
         ({"a": None}, "strings, numbers or booleans"),
-        ({"a": float("nan")}, "strings, numbers or booleans"),
+        ({"a": float("nan")}, "must be finite"),
         ({"$and": []}, "non-empty list"),
         ({"a": {}}, "empty operator"),
         (["a"], "non-empty dict"),

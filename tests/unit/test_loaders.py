@@ -45,8 +45,8 @@ def test_ingest_path_reads_each_format_and_reports_bad_input(tmp_path):
         bad = {src.split("/")[-1]: msg for src, msg in report.errors}
         assert "latin1.txt" in bad and "UTF-8" in bad["latin1.txt"]
         messages = " ".join(m for _, m in report.errors)
-        assert "data.jsonl:2" in messages and "data.jsonl:3" in messages
-        assert "data.jsonl:4" in messages and "bogus" in messages
+        assert "data.jsonl line 2:" in messages and "data.jsonl line 3:" in messages
+        assert "data.jsonl line 4:" in messages and "bogus" in messages
         md = p.get("guide.md")
         assert md.metadata["title"] == "Setup Guide"
         html = p.get("sub/page.html")
