@@ -278,7 +278,12 @@ def connect_read_only(path: Path, timeout: float = 30.0) -> sqlite3.Connection:
 
 # what the disk failing looks like: the operating system's error numbers, and the messages of
 # SQLite's codes for them (its exceptions carry no errno)
-_DISK_ERRNOS = {errno.ENOSPC: "full", errno.EDQUOT: "full", errno.EROFS: "read-only", errno.EIO: "io"}
+_DISK_ERRNOS = {
+    errno.ENOSPC: "full",
+    errno.EDQUOT: "full",
+    errno.EROFS: "read-only",
+    errno.EIO: "io",
+}
 _SQLITE_DISK = (
     ("database or disk is full", "full", errno.ENOSPC),
     ("attempt to write a readonly database", "read-only", errno.EROFS),
@@ -295,7 +300,9 @@ _FIXES = {
 }
 
 
-def disk_error(exc: BaseException, store: str | os.PathLike[str], doing: str) -> StorageError | None:
+def disk_error(
+    exc: BaseException, store: str | os.PathLike[str], doing: str
+) -> StorageError | None:
     """The :class:`StorageError` that ``exc`` amounts to when the disk failed the store (full,
     read-only, an I/O error) or a SQLite file is damaged, else None.
 
