@@ -584,21 +584,9 @@ class DocumentStore(Protocol):
         """A stored document whole, or None."""
         ...
 
-    def _body(self, doc_id: str, blob: bytes) -> str:
-        try:
-            return zlib.decompress(blob).decode("utf-8")
-        except (zlib.error, UnicodeDecodeError) as exc:
-            raise corrupt(self.path, f"document {doc_id!r} does not decompress ({exc})") from exc
-
     def damaged_documents(self) -> list[str]:
-        """Ids of documents whose stored body does not decompress (a damaged page)."""
-        bad = []
-        for doc_id, blob in self.db.execute("SELECT id, body FROM documents"):
-            try:
-                zlib.decompress(blob).decode("utf-8")
-            except (zlib.error, UnicodeDecodeError):
-                bad.append(doc_id)
-        return bad
+        """Ids of documents whose stored body is damaged."""
+        ...
 
     def chunks(self, ids: Iterable[str]) -> dict[str, StoredChunk]:
         """Stored passages by id (unknown ids left out)."""
