@@ -1014,6 +1014,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--full-rounds", type=int, default=20, help="disk-full rounds (root only)")
     ap.add_argument("--random-flips", type=int, default=30, help="random 4 KB flips")
+    ap.add_argument(
+        "--disk-only",
+        action="store_true",
+        help="run only the disk-full and corruption rounds, keeping the kill figures of the "
+        "last crash.json",
+    )
     args = ap.parse_args(argv)
     if args.child:
         child(args.child[0], int(args.child[1]), args.scale)
@@ -1023,7 +1029,11 @@ def main(argv: list[str] | None = None) -> None:
     def show(i: int, rep: dict[str, Any]) -> None:
         print(f"kill {i + 1}/{args.kills}: {rep['phase']}, violations so far {rep['violations']}")
 
-    result = run(args.kills, args.seed, scale=args.scale, lanes=args.lanes, progress=show)
+    if args.disk_only:  # the kill rounds as last measured; the disk and file rounds anew
+        result = json.loads((RESULTS / "crash.json").read_text())
+        result["kill_rounds_from"] = result.pop("source", None)
+    else:
+        result = run(args.kills, args.seed, scale=args.scale, lanes=args.lanes, progress=show)
     with tempfile.TemporaryDirectory(prefix="pensive-disk-") as tmp:
         t0 = time.time()
         result["disk_full"] = disk_full_rounds(args.full_rounds, args.seed, Path(tmp))

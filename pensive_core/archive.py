@@ -357,7 +357,9 @@ class Archive:
         rows = self.db.execute(
             "SELECT d.id, -bm25(documents_fts) AS s FROM documents_fts "
             "JOIN documents d ON d.rowid = documents_fts.rowid "
-            "WHERE documents_fts MATCH ? ORDER BY bm25(documents_fts) LIMIT ?",
+            # a document whose change has not committed (indexed=0) is not shown yet
+            "WHERE documents_fts MATCH ? AND d.indexed != 0 "
+            "ORDER BY bm25(documents_fts) LIMIT ?",
             (match, limit),
         ).fetchall()
         return [(r[0], float(r[1])) for r in rows]

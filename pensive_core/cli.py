@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .errors import InputError, NotFoundError, PensiveError
+from .errors import InputError, NotFoundError, PensiveError, StorageError
 from .namespaces import DEFAULT_NAMESPACE, namespace_path
 from .wire import document_json, hit_json, result_json, turn_json
 
@@ -459,6 +459,8 @@ def health(
         with _open(store, config, namespace=namespace, read_only=True) as p:
             info = p.stats()
             sessions = len(p.conversations())
+    except StorageError as exc:  # damaged or unreadable: which store, then why
+        raise PensiveError(f"cannot open the store at {folder}: {exc}") from None
     except PensiveError:
         raise
     except Exception as exc:  # a damaged file, a permission: the reason, not a traceback

@@ -336,9 +336,15 @@ class Pensive:
                 comps.embedder.get()  # a one-off model load is not query latency
             t0 = time.perf_counter()
             req = make_request(text, k, as_of, filters, context)
-            with comps.lock:
-                comps.refresh()
-                res = self._router.route(req, t0)
+            try:
+                with comps.lock:
+                    comps.refresh()
+                    res = self._router.route(req, t0)
+            except Exception as exc:
+                err = disk_error(exc, self.path, "a query")
+                if err is None:
+                    raise
+                raise err from exc
             return self._record(res)
 
     def _record(self, res: QueryResult) -> QueryResult:

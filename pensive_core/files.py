@@ -65,7 +65,7 @@ def corrupt(path: str | os.PathLike[str], why: str) -> CorruptStoreError:
     """The error for a damaged store file: names it, says what is wrong and what repairs it."""
     return CorruptStoreError(
         f"{path} is damaged: {why}. Nothing was read from it; `pensive verify` lists what is "
-        "damaged and `pensive repair` (Pensive.repair()) rebuilds the indexes from the archive",
+        "damaged and `pensive repair` (pensive_core.repair_store) rebuilds the indexes from the archive",
         file=str(path),
     )
 

@@ -13,7 +13,9 @@ the archive. A passage the indexes know but the archive does not is never shown.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -161,7 +163,16 @@ class Committer:
             comps.commit_no = commit
             if comps.l1 is not None and changes.changed:
                 with hooks.announce("l1-invalidate"):
-                    self.invalidation.invalidate(commit, changes)
+                    try:
+                        self.invalidation.invalidate(commit, changes)
+                    except (sqlite3.Error, OSError) as exc:
+                        # the change is committed: a cache that cannot be written (a full
+                        # disk) must not make it look failed; this process stops using the
+                        # cache, and others never serve it (its commit is not the store's)
+                        log.warning("the L1 cache could not be updated (%s): turned off", exc)
+                        with contextlib.suppress(Exception):
+                            comps.l1.close()
+                        comps.l1 = None
             self.clear()
 
     def clear(self) -> None:
