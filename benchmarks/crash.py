@@ -31,6 +31,10 @@ by the child here: ``hook:point:when:nth`` for a point the engine announces
 mid (at the first file rename inside the call) or torn (the first file being written is cut in
 half). The engine knows nothing of kills: it only announces its points to listeners.
 
+Then two rounds on the disk and the files (:func:`disk_full_rounds`, :func:`corruption_rounds`):
+the workload on a small tmpfs filled at a random operation, and each store file damaged in
+turn on a copy of one store.
+
 ``python -m benchmarks.crash --kills 200`` writes ``benchmarks/results/crash.json`` and ``.md``.
 """
 
@@ -699,6 +703,225 @@ def run(
     }
 
 
+# -- the disk failing and the files damaged ------------------------------------------------
+
+
+def _mount_tmpfs(where: Path, size: str) -> bool:
+    where.mkdir(parents=True, exist_ok=True)
+    run = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+        capture_output=True,
+        check=False,
+    )
+    return run.returncode == 0
+
+
+def disk_full_rounds(rounds: int, seed: int, root: Path) -> dict[str, Any]:
+    """Run the workload on a small tmpfs filled, at a random operation, to leave a random few
+    kilobytes: the first operation that fails must raise one ``StorageError`` whose
+    ``stored`` names the documents the archive kept; a reader then must not see any of the
+    failed operation's documents; ``close`` must release the lock; once space is freed the
+    store must reopen with exactly the ``stored`` documents of the failed operation present
+    (the others as before it) and pass :func:`check`. Needs root to mount (skipped if not).
+    """
+    from pensive_core import Document, Pensive, StorageError
+    from pensive_core.errors import NotFoundError
+
+    rng = random.Random(seed)
+    out: dict[str, Any] = {
+        "rounds": 0,
+        "failed_ops": 0,
+        "storage_errors": 0,
+        "other_errors": [],
+        "reader_saw_failed": 0,
+        "close_raised": 0,
+        "violations": [],
+        "leave_bytes": [],
+        "mount": "tmpfs",
+    }
+    for i in range(rounds):
+        fs = root / f"full{i}"
+        if not _mount_tmpfs(fs, "48m"):
+            out["mount"] = "unavailable (not root): skipped"
+            break
+        try:
+            store, wseed = fs / "store", seed * 100 + i
+            ops = workload(wseed, 1)
+            cut = rng.randint(1, max(1, len(ops) // 2))
+            leave = rng.choice([16, 64, 128, 256, 512, 1024]) * 1024
+            state: dict[str, Any] = {}
+            p = Pensive(store, config=CONFIG)
+            failed: tuple[int, Any] | None = None
+            for j, (kind, arg) in enumerate(ops):
+                if j == cut:
+                    st = os.statvfs(fs)
+                    with open(fs / "filler", "wb") as fh:
+                        fh.write(b"\0" * max(0, st.f_bavail * st.f_frsize - leave))
+                try:
+                    if kind == "ingest":
+                        p.ingest([Document(id=d, text=t) for d, t, _ in arg])
+                    elif kind == "delete":
+                        with contextlib.suppress(NotFoundError):
+                            p.delete(arg)
+                    else:
+                        p.query(arg, k=5)
+                except StorageError as exc:
+                    failed = (j, exc)
+                    out["storage_errors"] += 1
+                    break
+                except Exception as exc:  # noqa: BLE001 - what the round is looking for
+                    failed = (j, exc)
+                    out["other_errors"].append(f"{type(exc).__name__}: {exc}"[:200])
+                    break
+                _apply(state, kind, arg)
+            out["rounds"] += 1
+            out["leave_bytes"].append(leave)
+            allowed: dict[str, set[str | None]] = {d: {t} for d, t in state.items()}
+            if failed is not None:
+                out["failed_ops"] += 1
+                j, exc = failed
+                kind, arg = ops[j]
+                kept = set(getattr(exc, "stored", ()))
+                if kind == "ingest":
+                    for d, t, _v in arg:
+                        allowed[d] = {t} if d in kept else {state.get(d)}
+                    with Pensive(store, read_only=True) as r:
+                        for d, _t, v in arg:
+                            tok = token(wseed, d, v)
+                            if any(tok in h.text for h in r.query(tok, k=3).hits):
+                                out["reader_saw_failed"] += 1
+                elif kind == "delete":
+                    allowed[arg] = {state.get(arg), None}
+            try:
+                p.close()
+            except StorageError:
+                out["close_raised"] += 1
+            (fs / "filler").unlink(missing_ok=True)
+            bad = check(store, allowed)
+            if bad:
+                out["violations"].append({"round": i, "what": bad[:3]})
+        finally:
+            subprocess.run(["umount", "-l", str(fs)], check=False)
+    out["leave_bytes"] = sorted(set(out["leave_bytes"]))
+    return out
+
+
+def _flip(path: Path, offset: int, n: int) -> None:
+    data = bytearray(path.read_bytes())
+    offset = max(0, min(offset, len(data) - n))
+    for k in range(offset, min(len(data), offset + n)):
+        data[k] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def corruption_rounds(seed: int, root: Path, random_flips: int = 30) -> dict[str, Any]:
+    """Damage each file of a store built by the workload, one at a time on a copy, and see
+    what a reader does: refuse with a ``CorruptStoreError`` naming the file, rebuild a cache,
+    or answer -- then the answers (the top passage for every document's unique token) must be
+    the ones from before. ``verify_store`` must find the damage and ``repair_store`` must
+    bring back the same answers. Named damage first, then ``random_flips`` flips of 4 KB at
+    random places of random index files."""
+    from pensive_core import CorruptStoreError, Pensive, repair_store, verify_store
+
+    base = root / "corrupt-base"
+    shutil.rmtree(base, ignore_errors=True)
+    run_workload(base, seed, 1)
+    toks = {d: token(seed, d, v) for d, v in versions(seed, 1).items()}
+
+    def answers(store: Path) -> dict[str, str | None]:
+        with Pensive(store, read_only=True) as r:
+            return {
+                d: next((h.doc_id for h in r.query(t, k=1).hits), None) for d, t in toks.items()
+            }
+
+    want = answers(base)
+    rng = random.Random(seed)
+
+    def faiss_file(store: Path, key: str) -> Path:
+        m = json.loads((store / "vectors" / "faiss.json").read_text())
+        return store / "vectors" / m["spaces"][""][key]
+
+    def reorder(path: Path) -> None:
+        side = json.loads(path.read_text())
+        side["names"] = side["names"][::-1]
+        path.write_text(json.dumps(side))
+
+    def body(store: Path) -> None:
+        db = sqlite3.connect(store / "pensive.sqlite")
+        blob = db.execute("SELECT body FROM documents LIMIT 1").fetchone()[0]
+        db.close()
+        at = (store / "pensive.sqlite").read_bytes().find(blob)
+        _flip(store / "pensive.sqlite", at + len(blob) // 2, 8)
+
+    named: list[tuple[str, Any]] = [
+        ("FAISS index: 4 KB flipped", lambda s: _flip(faiss_file(s, "index"), 4096, 4096)),
+        ("FAISS names: reordered", lambda s: reorder(faiss_file(s, "names"))),
+        ("FAISS ids: 64 B flipped", lambda s: _flip(faiss_file(s, "ids"), 130, 64)),
+        ("faiss.json: truncated", lambda s: (s / "vectors/faiss.json").write_text('{"gen')),
+        ("bm25.json: truncated", lambda s: (s / "bm25/bm25.json").write_text('{"gen')),
+        (
+            "BM25 segment: 64 B flipped",
+            lambda s: _flip(sorted((s / "bm25").glob("bm25-seg*.data.npy"))[0], 200, 64),
+        ),
+        ("l1.sqlite: garbage", lambda s: (s / "l1.sqlite").write_bytes(os.urandom(8192))),
+        ("archive: a document body flipped", body),
+    ]
+    for _ in range(random_flips):
+        named.append(("random 4 KB flip in an index file", "random"))
+    rows: list[dict[str, Any]] = []
+    for n, (what, damage) in enumerate(named):
+        store = root / f"corrupt{n}"
+        shutil.rmtree(store, ignore_errors=True)
+        shutil.copytree(base, store)
+        for suffix in ("-wal", "-shm"):
+            (store / f"l1.sqlite{suffix}").unlink(missing_ok=True)
+        if damage == "random":
+            files = sorted(
+                p
+                for p in [*(store / "vectors").iterdir(), *(store / "bm25").iterdir()]
+                if p.is_file()
+            )
+            target = rng.choice(files)
+            _flip(target, rng.randrange(max(1, target.stat().st_size)), 4096)
+            what = f"random 4 KB flip: {target.name.split('-')[0]} {target.suffix}"
+        else:
+            damage(store)
+        row: dict[str, Any] = {"damage": what}
+        try:
+            got = answers(store)
+            row["open"] = "opened"
+            row["same_answers"] = got == want
+        except CorruptStoreError as exc:
+            row["open"] = "refused"
+            row["named"] = bool(exc.filename) and "pensive repair" in str(exc)
+        except Exception as exc:  # noqa: BLE001 - a raw error is what the round looks for
+            row["open"] = f"raw {type(exc).__name__}"
+        row["verify_found"] = not verify_store(store)["ok"]
+        try:
+            fixed = repair_store(store)
+            row["repair"] = "+".join(fixed["rebuilt"] + (["l1"] if fixed["moved_aside"] else []))
+            row["vectors_kept"] = fixed["vectors_kept"]
+            row["reindexed"] = fixed["reindexed"]
+            row["repair_s"] = fixed["seconds"]
+            row["after_repair_same"] = answers(store) == want
+        except Exception as exc:  # noqa: BLE001
+            row["repair"] = f"failed: {type(exc).__name__}: {exc}"[:160]
+            row["after_repair_same"] = False
+        rows.append(row)
+        shutil.rmtree(store, ignore_errors=True)
+    silent = [r for r in rows if r["open"] == "opened" and not r["same_answers"]]
+    return {
+        "cases": len(rows),
+        "refused": sum(r["open"] == "refused" for r in rows),
+        "opened_same_answers": sum(r["open"] == "opened" and r["same_answers"] for r in rows),
+        "silently_different": len(silent),
+        "raw_errors": sum(r["open"].startswith("raw") for r in rows),
+        "verify_found": sum(r["verify_found"] for r in rows),
+        "repaired_same": sum(r["after_repair_same"] for r in rows),
+        "rows": rows,
+    }
+
+
 def render(r: dict[str, Any]) -> str:
     """The Markdown report."""
     lines = [
@@ -729,6 +952,54 @@ def render(r: dict[str, Any]) -> str:
             f"* kill {v['kill']} ({v['phase']}, after {v['after']}): {'; '.join(v['what'][:3])}"
             for v in r["violation_examples"]
         ]
+    full = r.get("disk_full")
+    if full:
+        lines += [
+            "",
+            "## Disk full (a small tmpfs filled at a random operation)",
+            "",
+            f"* rounds: **{full['rounds']}** ({full['mount']}; left free: "
+            f"{', '.join(str(b // 1024) + ' KB' for b in full['leave_bytes'])}), an operation "
+            f"failed in **{full['failed_ops']}**",
+            f"* failures that were one `StorageError`: **{full['storage_errors']}/"
+            f"{full['failed_ops']}** (other errors: {len(full['other_errors'])})",
+            f"* a reader saw a passage of the failed operation: **{full['reader_saw_failed']}** times",
+            f"* `close()` raised (lock released anyway): {full['close_raised']}",
+            f"* consistent after freeing space and reopening (the `stored` documents present, "
+            f"the rest as before): **{full['rounds'] - len(full['violations'])}/{full['rounds']}**",
+        ]
+    bad = r.get("corruption")
+    if bad:
+        lines += [
+            "",
+            "## Damaged files (each on a copy of one store)",
+            "",
+            f"* cases: **{bad['cases']}**; refused with a `CorruptStoreError` naming the file: "
+            f"**{bad['refused']}**; opened with the same answers: {bad['opened_same_answers']}; "
+            f"**silently different answers: {bad['silently_different']}**; raw errors: "
+            f"{bad['raw_errors']}",
+            f"* `verify` found the damage: **{bad['verify_found']}/{bad['cases']}**; "
+            f"`repair` brought back the same answers: **{bad['repaired_same']}/{bad['cases']}**",
+            "",
+            "| damage | open | verify | repair | vectors kept | docs re-embedded | answers after repair |",
+            "|---|---|---|---|---:|---:|---|",
+        ]
+        seen: set[str] = set()
+        for row in bad["rows"]:
+            key = row["damage"]
+            if key.startswith("random") and key in seen:
+                continue
+            seen.add(key)
+            opened = row["open"] + (
+                f" ({'same' if row.get('same_answers') else 'DIFFERENT'} answers)"
+                if row["open"] == "opened"
+                else ""
+            )
+            lines.append(
+                f"| {key} | {opened} | {'found' if row['verify_found'] else 'MISSED'} | "
+                f"{row['repair'] or 'nothing'} | {row.get('vectors_kept', '-')} | "
+                f"{row.get('reindexed', '-')} | {'same' if row['after_repair_same'] else 'DIFFERENT'} |"
+            )
     lines += ["", f"Measured in {r['seconds']} s.", ""]
     return "\n".join(lines)
 
@@ -741,6 +1012,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--lanes", type=int, default=2, help="stores killed side by side")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--full-rounds", type=int, default=20, help="disk-full rounds (root only)")
+    ap.add_argument("--random-flips", type=int, default=30, help="random 4 KB flips")
+    ap.add_argument(
+        "--disk-only",
+        action="store_true",
+        help="run only the disk-full and corruption rounds, keeping the kill figures of the "
+        "last crash.json",
+    )
     args = ap.parse_args(argv)
     if args.child:
         child(args.child[0], int(args.child[1]), args.scale)
@@ -750,7 +1029,16 @@ def main(argv: list[str] | None = None) -> None:
     def show(i: int, rep: dict[str, Any]) -> None:
         print(f"kill {i + 1}/{args.kills}: {rep['phase']}, violations so far {rep['violations']}")
 
-    result = run(args.kills, args.seed, scale=args.scale, lanes=args.lanes, progress=show)
+    if args.disk_only:  # the kill rounds as last measured; the disk and file rounds anew
+        result = json.loads((RESULTS / "crash.json").read_text())
+        result["kill_rounds_from"] = result.pop("source", None)
+    else:
+        result = run(args.kills, args.seed, scale=args.scale, lanes=args.lanes, progress=show)
+    with tempfile.TemporaryDirectory(prefix="pensive-disk-") as tmp:
+        t0 = time.time()
+        result["disk_full"] = disk_full_rounds(args.full_rounds, args.seed, Path(tmp))
+        result["corruption"] = corruption_rounds(args.seed, Path(tmp), args.random_flips)
+        result["seconds"] = round(result["seconds"] + time.time() - t0, 1)
     result["environment"] = environment()
     result["source"] = source_state()
     write_results("crash", args.out or RESULTS, result, render(result))

@@ -18,6 +18,7 @@ from .errors import (
     StorageError,
 )
 from .fusion import Fused, rrf, weighted, zscore
+from .integrity import repair_store, verify_store
 from .memory import (
     BuiltPrompt,
     Conversation,
@@ -76,7 +77,9 @@ __all__ = [
     "chunk_text",
     "ensure_utc",
     "load_config",
+    "repair_store",
     "rrf",
+    "verify_store",
     "weighted",
     "zscore",
     "__version__",

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .errors import SchemaVersionError
+from .files import connect, corrupt
 from .timeutil import from_iso, to_iso, utcnow
 from .types import Chunk, Document
 
@@ -84,6 +85,7 @@ class StoredChunk:
     timestamp: datetime | None
     archive_only: bool = False
     context: str = ""
+    pending: bool = False  # its document's change has not committed: not to be shown yet
 
 
 class Archive:
@@ -91,11 +93,28 @@ class Archive:
 
     Args:
         path: The database file.
+        read_only: Open it to read only: nothing is written or created beside it (a store on
+            a read-only filesystem opens), and a store that needs migrating is refused.
+
+    Raises:
+        SchemaVersionError: If the store's schema is not this release's (or, read only, needs
+            migrating).
+        CorruptStoreError: If a document body is damaged (when one is read).
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, read_only: bool = False) -> None:
         self.path = path
-        self.db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self.read_only = read_only
+        self.db = connect(path, read_only=read_only, timeout=5.0)
+        if read_only:
+            version = self._schema_version()
+            if version != SCHEMA_VERSION:
+                self.db.close()
+                raise SchemaVersionError(
+                    f"store {path.parent} has schema version {version}, this Pensive reads "
+                    f"version {SCHEMA_VERSION}; open it once for writing to migrate it"
+                )
+            return
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.execute("PRAGMA foreign_keys=ON")
@@ -325,7 +344,7 @@ class Archive:
         if row is not None:
             self.db.execute(
                 "INSERT INTO documents_fts(documents_fts, rowid, body) VALUES ('delete', ?, ?)",
-                (row[0], zlib.decompress(row[1]).decode("utf-8")),
+                (row[0], self._body(doc_id, row[1])),
             )
 
     def search_documents(self, match: str, limit: int) -> list[tuple[str, float]]:
@@ -339,7 +358,8 @@ class Archive:
         rows = self.db.execute(
             "SELECT d.id, -bm25(documents_fts) AS s FROM documents_fts "
             "JOIN documents d ON d.rowid = documents_fts.rowid "
-            "WHERE documents_fts MATCH ? AND d.indexed > 0 ORDER BY bm25(documents_fts) LIMIT ?",
+            "WHERE documents_fts MATCH ? AND d.indexed > 0 "
+            "ORDER BY bm25(documents_fts) LIMIT ?",
             (match, limit),
         ).fetchall()
         return [(r[0], float(r[1])) for r in rows]
@@ -365,10 +385,26 @@ class Archive:
             return None
         return Document(
             id=doc_id,
-            text=zlib.decompress(row[0]).decode("utf-8"),
+            text=self._body(doc_id, row[0]),
             metadata=json.loads(row[1]),
             timestamp=from_iso(row[2]),
         )
+
+    def _body(self, doc_id: str, blob: bytes) -> str:
+        try:
+            return zlib.decompress(blob).decode("utf-8")
+        except (zlib.error, UnicodeDecodeError) as exc:
+            raise corrupt(self.path, f"document {doc_id!r} does not decompress ({exc})") from exc
+
+    def damaged_documents(self) -> list[str]:
+        """Ids of documents whose stored body does not decompress (a damaged page)."""
+        bad = []
+        for doc_id, blob in self.db.execute("SELECT id, body FROM documents"):
+            try:
+                zlib.decompress(blob).decode("utf-8")
+            except (zlib.error, UnicodeDecodeError):
+                bad.append(doc_id)
+        return bad
 
     def chunks(self, ids: Iterable[str]) -> dict[str, StoredChunk]:
         """Passages by id, joined with their document's metadata (missing ids are absent)."""
@@ -388,7 +424,15 @@ class Archive:
                     parsed[did] = (json.loads(meta), from_iso(ts))
                 doc_meta, doc_ts = parsed[did]
                 out[cid] = StoredChunk(
-                    cid, did, ordinal, text, dict(doc_meta), doc_ts, flag == ARCHIVE_ONLY, context
+                    cid,
+                    did,
+                    ordinal,
+                    text,
+                    dict(doc_meta),
+                    doc_ts,
+                    flag == ARCHIVE_ONLY,
+                    context,
+                    flag == PENDING,
                 )
         return out
 
@@ -544,6 +588,10 @@ class DocumentStore(Protocol):
 
     def document(self, doc_id: str) -> Document | None:
         """A stored document whole, or None."""
+        ...
+
+    def damaged_documents(self) -> list[str]:
+        """Ids of documents whose stored body is damaged."""
         ...
 
     def chunks(self, ids: Iterable[str]) -> dict[str, StoredChunk]:

@@ -379,18 +379,22 @@ class L1Cache:
         self.db = sqlite3.connect(
             str(path), check_same_thread=False, isolation_level=None, timeout=30.0
         )
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.executescript(_SCHEMA)
-        row = self.db.execute("SELECT value FROM l1_meta WHERE key='format'").fetchone()
-        if row is None or row[0] != _FORMAT:  # written by another release: start over
-            self.db.executescript(
-                "DROP TABLE l1; DROP TABLE l1_docs; DELETE FROM l1_meta;" + _SCHEMA
-            )
-            self.db.execute("INSERT INTO l1_meta VALUES ('format', ?)", (_FORMAT,))
-        self.hits = self.misses = self.evictions = self.invalidated = 0
-        self.matches = {"exact": 0, "bag": 0, "fuzzy": 0}
-        self._load_all()
+        try:
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.executescript(_SCHEMA)
+            row = self.db.execute("SELECT value FROM l1_meta WHERE key='format'").fetchone()
+            if row is None or row[0] != _FORMAT:  # written by another release: start over
+                self.db.executescript(
+                    "DROP TABLE l1; DROP TABLE l1_docs; DELETE FROM l1_meta;" + _SCHEMA
+                )
+                self.db.execute("INSERT INTO l1_meta VALUES ('format', ?)", (_FORMAT,))
+            self.hits = self.misses = self.evictions = self.invalidated = 0
+            self.matches = {"exact": 0, "bag": 0, "fuzzy": 0}
+            self._load_all()
+        except BaseException:
+            self.db.close()  # the caller may move a damaged file aside and start again
+            raise
 
     # -- loading and cross-process sync -------------------------------------------------------
     def _read_commit(self) -> int:

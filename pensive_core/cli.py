@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .errors import InputError, NotFoundError, PensiveError
+from .errors import InputError, NotFoundError, PensiveError, StorageError
 from .namespaces import DEFAULT_NAMESPACE, namespace_path
 from .wire import document_json, hit_json, result_json, turn_json
 
@@ -459,6 +459,8 @@ def health(
         with _open(store, config, namespace=namespace, read_only=True) as p:
             info = p.stats()
             sessions = len(p.conversations())
+    except StorageError as exc:  # damaged or unreadable: which store, then why
+        raise PensiveError(f"cannot open the store at {folder}: {exc}") from None
     except PensiveError:
         raise
     except Exception as exc:  # a damaged file, a permission: the reason, not a traceback
@@ -527,6 +529,99 @@ def reindex(
         + (f", {report['embedded']} embedded" if report["embedded"] else "")
         + ")"
     )
+
+
+@app.command()
+def verify(
+    store: Path | None = StoreOpt,
+    config: Path | None = ConfigOpt,
+    namespace: str = NamespaceOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Check every file of the store (checksums, SQLite quick_check, counts); writes nothing.
+
+    Exit code 0 and ``ok`` when nothing is damaged; 2 and one line per damaged file when
+    something is (``pensive repair`` rebuilds the indexes from the archive).
+    """
+    from .integrity import verify_store
+
+    folder = _folder(store, namespace)
+    config = _config_path(config)
+    report = verify_store(folder, str(config) if config else None)
+    if as_json:
+        _print_json(report)
+    elif report["ok"]:
+        c = report["counts"]
+        console.print(
+            f"ok {folder}: {', '.join(report['checked'])} checked; {c['archive']} passages "
+            f"indexed, BM25 {c['bm25']}, vectors {c['vectors']} ({report['seconds']:.2f}s)",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    else:
+        for d in report["damaged"]:
+            err_console.print(
+                f"damaged {d['part']}: {d['problem']}",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
+        err_console.print(
+            f"run: pensive repair --store {folder}", markup=False, highlight=False, soft_wrap=True
+        )
+    if not report["ok"]:
+        raise typer.Exit(2)
+
+
+@app.command()
+def repair(
+    store: Path | None = StoreOpt,
+    config: Path | None = ConfigOpt,
+    namespace: str = NamespaceOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Rebuild the store's damaged indexes from its archive and say what was done.
+
+    BM25 from the archived passages; the vectors from what the damaged index holds intact,
+    embedding again only the documents that lost any; a damaged cache is moved aside. Exit
+    code 0 when the store verifies clean afterwards, 2 when something is still damaged.
+    """
+    from .integrity import repair_store
+
+    folder = _folder(store, namespace)
+    config = _config_path(config)
+    out = repair_store(folder, str(config) if config else None)
+    if as_json:
+        _print_json(out)
+    elif not out["rebuilt"] and not out["moved_aside"] and out["before"]["ok"]:
+        console.print(f"nothing to repair: {folder} verifies clean", markup=False, soft_wrap=True)
+    else:
+        console.print(
+            f"repaired {folder}: rebuilt {', '.join(out['rebuilt']) or 'nothing'}; "
+            f"{out['vectors_kept']} vectors kept, {out['reindexed']} document(s) indexed "
+            f"again; moved aside: {', '.join(out['moved_aside']) or 'nothing'} "
+            f"({out['seconds']:.1f}s)",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+        for doc in out["documents_damaged"]:
+            err_console.print(
+                f"document {doc!r}: its archived text is damaged; ingest it again",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
+    if not out["after"]["ok"]:
+        for d in out["after"]["damaged"]:
+            err_console.print(
+                f"still damaged {d['part']}: {d['problem']}",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
+        raise typer.Exit(2)
 
 
 @app.command(

@@ -8,6 +8,7 @@ pipeline (:class:`~pensive_core.ingest.IngestPipeline`), whose commit and recove
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -20,6 +21,7 @@ from .components import Components, Plugins, open_components
 from .context.base import ContextGenerator
 from .embedders.base import Embedder
 from .errors import NotFoundError, PensiveError
+from .files import disk_error
 from .graph.extract import EntityExtractor
 from .ingest import Committer, IngestPipeline, L1Invalidation, move_vectors
 from .ingest.files import check_paths, documents_from
@@ -101,6 +103,18 @@ class Pensive:
         plugins = Plugins(
             llm, context_generator, embedder, extractor, statement_extractor, reranker
         )
+        self._given = (config, plugins)  # what a repair reopens the store with
+        #: Documents the opening indexed again (an interrupted or failed change, a repair).
+        self.recovered = 0
+        try:
+            self._open(config, plugins)
+        except BaseException as exc:
+            err = disk_error(exc, self.path, "opening the store")
+            if err is None:
+                raise
+            raise err from exc
+
+    def _open(self, config: Any, plugins: Plugins) -> None:
         with hooks.announce("open"):
             comps = open_components(self.path, config, self.read_only, plugins, choose_generators)
             self._comps = comps
@@ -111,7 +125,7 @@ class Pensive:
             self._closed = False
             if not self.read_only:
                 try:
-                    committer.recover(self._ingest.run)
+                    self.recovered = committer.recover(self._ingest.run)
                 except BaseException:
                     self._closed = True
                     comps.close()
@@ -329,9 +343,15 @@ class Pensive:
                 comps.embedder.get()  # a one-off model load is not query latency
             t0 = time.perf_counter()
             req = make_request(text, k, as_of, filters, context)
-            with comps.lock:
-                comps.refresh()
-                res = self._router.route(req, t0)
+            try:
+                with comps.lock:
+                    comps.refresh()
+                    res = self._router.route(req, t0)
+            except Exception as exc:
+                err = disk_error(exc, self.path, "a query")
+                if err is None:
+                    raise
+                raise err from exc
             return self._record(res)
 
     def _record(self, res: QueryResult) -> QueryResult:
@@ -493,21 +513,81 @@ class Pensive:
             "rerank": None if comps.reranker is None else dict(comps.counters["rerank"]),
         }
 
+    # -- integrity ------------------------------------------------------------------------------
+    def verify(self) -> dict[str, Any]:
+        """Check every file of the store on disk as a new reader would (checksums against the
+        manifests, SQLite's ``quick_check``, every archived body, the counts the archive, BM25
+        and the vectors must agree on). Nothing is written.
+
+        Returns:
+            The report of :func:`~pensive_core.integrity.verify_store`: ``ok``, ``damaged``
+            (each part, file and problem), ``counts``...
+        """
+        self._check_open()
+        from .integrity import verify_store
+
+        with self._comps.lock:
+            return verify_store(self.path, self._given[0])
+
+    def repair(self) -> dict[str, Any]:
+        """Rebuild what :meth:`verify` finds damaged from the archive, then reopen this
+        handle on the result (see :func:`~pensive_core.integrity.repair_store`: BM25 from the
+        passages, the vectors from what the damaged index holds intact plus the passages it
+        lost, embedded again; a damaged cache moved aside).
+
+        Returns:
+            What was done: ``rebuilt`` (parts), ``vectors_kept``, ``reindexed`` (documents
+            embedded again), ``moved_aside``, ``documents_damaged`` (to ingest again),
+            ``before`` and ``after`` (verify reports).
+
+        Raises:
+            StorageError: If the archive itself is damaged (restore it from a backup).
+        """
+        self._check_writable()
+        from .integrity import repair_files, verify_store
+
+        t0 = time.perf_counter()
+        before = self.verify()
+        if before["ok"]:
+            return {"store": str(self.path), "before": before, "after": before, "rebuilt": []}
+        embedder = self._comps.embedder.get() if self._comps.backend is not None else None
+        self.close()
+        out = repair_files(self.path, self._given[0])
+        config, plugins = self._given
+        if embedder is not None and plugins.embedder is None:
+            plugins = dataclasses.replace(plugins, embedder=embedder)  # not loaded twice
+        self._memory = Sessions(self)
+        self._open(config, plugins)
+        out["reindexed"] = self.recovered
+        out["after"] = verify_store(self.path, config)
+        out["seconds"] = round(time.perf_counter() - t0, 3)
+        return out
+
     def close(self) -> None:
         """Persist and release everything; further calls raise."""
         if getattr(self, "_closed", True):
             return
         comps = self._comps
-        with hooks.announce("close"), comps.lock:
-            self._memory.close()
-            if not self.read_only:
-                if not self._committer.abandoned:  # an abandoned change is never committed
-                    self._committer.commit()
-                if comps.backend is not None:
-                    comps.backend.close()
-            comps.stats.flush()
-            comps.close()
-            self._closed = True
+        try:
+            with hooks.announce("close"), comps.lock:
+                try:
+                    self._memory.close()
+                    if not self.read_only:
+                        if not self._committer.abandoned:  # an abandoned change never commits
+                            with self._committer.abandoning():
+                                self._committer.commit()
+                        if comps.backend is not None:
+                            comps.backend.close()
+                    comps.stats.flush()
+                finally:
+                    # released whatever failed above: this process (or another) can reopen
+                    comps.close()
+                    self._closed = True
+        except BaseException as exc:
+            err = disk_error(exc, self.path, "close")
+            if err is None:
+                raise
+            raise err from exc
 
     def __enter__(self) -> Pensive:
         return self

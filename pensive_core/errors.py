@@ -71,7 +71,37 @@ class InputError(PensiveError, ValueError):
 
 class StorageError(PensiveError, OSError):
     """The disk failed the store: it is full, read-only, or an I/O error occurred. The message
-    names the store, what was being done and the fix; nothing half written is left behind."""
+    names the store, what was being done and the fix; nothing half written is left behind.
+
+    Args:
+        message: What happened, to whom, and what to do.
+        errno: The operating system's error number (``errno.ENOSPC``, ``EROFS``, ``EIO``...),
+            when the failure came from one; ``except OSError as e: e.errno`` still works.
+        file: The file the failure concerns, when one is known.
+        stored: For a failed ingest: the documents written to the archive before the
+            failure; they are indexed in full when the store is next opened for writing (or
+            at its next write in this process). Every other document of the call is absent
+            (a replaced document keeps its previous version).
+
+    Attributes:
+        stored: As given (a tuple).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        errno: int | None = None,
+        file: str | None = None,
+        stored: tuple[str, ...] | list[str] = (),
+    ) -> None:
+        super().__init__(message)
+        self.errno = errno
+        self.filename = file
+        self.stored = tuple(stored)
+
+    def __str__(self) -> str:  # OSError would print "[Errno n] None: file" once errno is set
+        return str(self.args[0]) if self.args else ""
 
 
 class CorruptStoreError(StorageError):

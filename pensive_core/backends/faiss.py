@@ -9,28 +9,50 @@ records pass is answered by exact search over just those records, so a selective
 starves an approximate index of results.
 
 Persistence writes a new generation of files and swaps a small JSON manifest by rename, so a
-crash leaves the previous generation intact.
+crash leaves the previous generation intact. The manifest records each file's size and
+checksum, checked when the index loads (a damaged file is a
+:class:`~pensive_core.errors.CorruptStoreError` naming it), and a fingerprint of every vector
+is kept beside the ids, so :meth:`FaissBackend.salvage` can tell the vectors of a damaged
+index file that are intact from those that are not.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import io
+import json
 import logging
 import math
-from collections.abc import Mapping, Sequence
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..config import FaissConfig
-from ..errors import BackendError, MissingDependencyError
-from ..files import atomic_write_bytes, load_npy, read_manifest, remove_stale, write_manifest
+from ..errors import BackendError, CorruptStoreError, MissingDependencyError
+from ..files import (
+    atomic_write_bytes,
+    check_file,
+    corrupt,
+    damaged,
+    last_generation,
+    load_npy_checked,
+    npy_bytes,
+    read_checked,
+    read_manifest,
+    remove_stale,
+    row_sums,
+    write_manifest,
+)
 from ..filters import Filter, MetadataIndex, canonical
 from .base import check_namespace, check_upsert
 
-__all__ = ["FaissBackend", "int_id"]
+__all__ = ["FaissBackend", "dump_vectors", "int_id"]
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +89,7 @@ class _Space:
         self.sid: dict[int, str] = {}
         self.meta: dict[int, dict[str, Any]] = {}
         self.tomb: set[int] = set()
+        self.fp: dict[int, int] = {}  # int id -> fingerprint of its stored vector (row_sums)
         self.version = 0  # bumped on every write: cached filter selections expire
         self._selections: dict[str, np.ndarray] = {}
         self._columns: tuple[np.ndarray, MetadataIndex] | None = None
@@ -100,11 +123,35 @@ class _Space:
             ids = np.concatenate([ids[keep], extra_ids])
             vecs = np.concatenate([vecs[keep], extra])
         log.info("rebuilding FAISS %s index over %d vectors", kind, len(ids))
+        coded = "ivfpq" in (kind, self.kind)  # PQ codes: what reads back is not what went in
         self.kind = kind
         self.index = self.owner._new_index(kind, np.ascontiguousarray(vecs, dtype=np.float32))
         self.tomb = set()
         if len(ids):
             self.index.add_with_ids(np.ascontiguousarray(vecs, dtype=np.float32), ids)
+        if coded:
+            self.fp = {}
+            self.note(ids, vecs)
+
+    def note(self, ids: np.ndarray, vecs: np.ndarray) -> None:
+        """Record the fingerprints of vectors just stored, as they read back."""
+        if not len(ids):
+            return
+        stored = self.reconstruct(ids) if self.kind == "ivfpq" else vecs
+        self.fp.update(zip(ids.tolist(), row_sums(stored).tolist()))
+
+    def fingerprints(self, ids: list[int]) -> np.ndarray:
+        """``[id, fingerprint]`` rows for ``ids`` (computed for any not yet known: an index
+        loaded from files written before fingerprints)."""
+        missing = [i for i in ids if i not in self.fp]
+        for start in range(0, len(missing), 65536):
+            part = np.array(missing[start : start + 65536], dtype=np.int64)
+            self.note(part, self.reconstruct(part))
+        out = np.zeros((len(ids), 2), dtype=np.uint64)
+        if ids:
+            out[:, 0] = np.array(ids, dtype=np.int64).astype(np.uint64)
+            out[:, 1] = np.array([self.fp[i] for i in ids], dtype=np.uint64)
+        return out
 
     def selection(self, where: Filter) -> np.ndarray:
         """Int ids of live records passing ``where`` (cached until the next write)."""
@@ -149,9 +196,12 @@ class FaissBackend:
         self.cfg = options or FaissConfig()
         self._spaces: dict[str, _Space] = {}
         self._gen = 0
+        self._dirty = True  # whether the files lag this object (a commit with nothing new skips)
         manifest = read_manifest(folder, "faiss.json") if folder else None
         if manifest and folder is not None:
-            self._load(folder, manifest)
+            with damaged(folder / "faiss.json"):
+                self._load(folder, manifest)
+            self._dirty = "files" not in manifest  # written before checksums: add them
 
     # -- construction -------------------------------------------------------------------------
     def _new_index(self, kind: str, train: np.ndarray | None = None):  # type: ignore[no-untyped-def]
@@ -191,6 +241,7 @@ class FaissBackend:
                 f"makes {self.dim}-d ones; re-index the store with the embedder that built it"
             )
         self._gen = manifest["generation"]
+        sums: dict[str, Any] = manifest.get("files") or {}
         spaces = manifest.get("spaces")
         if spaces is None:  # written before namespaces: one space, no metadata
             spaces = {"": {k: manifest[k] for k in ("kind", "index", "ids", "names")}}
@@ -199,22 +250,54 @@ class FaissBackend:
             sp = _Space.__new__(_Space)
             sp.owner, sp.kind, sp.version, sp._selections = self, entry["kind"], 0, {}
             sp._columns = None
+            index_path = folder / entry["index"]
+            check_file(index_path, sums.get(entry["index"]))
             try:
-                sp.index = faiss.read_index(str(folder / entry["index"]))
+                sp.index = faiss.read_index(str(index_path))
             except RuntimeError as exc:
-                raise BackendError(
-                    f"cannot read FAISS index {folder / entry['index']}: {exc}"
-                ) from exc
-            ids = load_npy(folder / entry["ids"]).tolist()
-            side = read_manifest(folder, entry["names"]) or {"names": []}
-            sp.sid = dict(zip(ids, side["names"]))
-            sp.meta = dict(zip(ids, side.get("meta") or [{} for _ in ids]))
+                raise corrupt(index_path, f"FAISS cannot read it ({exc})") from exc
+            ids_path = folder / entry["ids"]
+            ids = load_npy_checked(ids_path, sums.get(entry["ids"])).tolist()
+            names_path = folder / entry["names"]
+            with damaged(names_path):
+                side = json.loads(read_checked(names_path, sums.get(entry["names"])))
+                side.pop("checksum", None)
+                names = side["names"]
+                metas = side.get("meta") or [{} for _ in ids]
+                if len(names) != len(ids) or len(metas) != len(ids):
+                    raise ValueError(f"{len(names)} names and {len(metas)} for {len(ids)} ids")
+            sp.sid = dict(zip(ids, names))
+            sp.meta = dict(zip(ids, metas))
             sp.tomb = set(entry.get("tombstones", []))
+            sp.fp = {}
+            if entry.get("sums"):
+                rows = load_npy_checked(folder / entry["sums"], sums.get(entry["sums"]))
+                with damaged(folder / entry["sums"]):
+                    sp.fp = dict(zip(rows[:, 0].astype(np.int64).tolist(), rows[:, 1].tolist()))
+            self._check_space(sp, index_path, names_path, checked=bool(sums))
             if sp.kind == "hnsw":
                 faiss.downcast_index(sp.index.index).hnsw.efSearch = self.cfg.ef_search
             elif sp.kind == "ivfpq":
                 sp.index.nprobe = self.cfg.ivf_nprobe
             self._spaces[ns] = sp
+
+    def _check_space(self, sp: _Space, index_path: Path, names_path: Path, checked: bool) -> None:
+        """Refuse an index whose parts contradict each other. Files with checksums were
+        checked whole; an index written before them gets the checks that catch a file
+        swapped or reordered: its ids against the index's id map and its names."""
+        n, total = len(sp.sid), int(sp.index.ntotal)
+        if (total < n) if sp.kind == "hnsw" else (total != n):
+            raise corrupt(index_path, f"it holds {total} vectors where its ids file lists {n}")
+        if int(sp.index.d) != self.dim:
+            raise corrupt(index_path, f"it holds {sp.index.d}-d vectors, not {self.dim}-d")
+        if checked or sp.kind == "ivfpq" or not n:
+            return
+        id_map = self._faiss.vector_to_array(sp.index.id_map).astype(np.int64)
+        ids = np.fromiter(sp.sid, dtype=np.int64, count=n)
+        if not np.isin(ids, id_map).all():
+            raise corrupt(index_path, "its id map does not hold the ids its ids file lists")
+        if any(int_id(name) != i for i, name in sp.sid.items()):
+            raise corrupt(names_path, "its names do not match the ids they are stored under")
 
     def _want_kind(self, n: int) -> str:
         if self.cfg.index == "ivfpq":
@@ -255,13 +338,16 @@ class FaissBackend:
         target = self._want_kind(len(sp.sid))
         if sp.kind == "ivfpq" and self.cfg.index == "ivfpq":
             target = "ivfpq"  # trained once; grows by adding
+        self._dirty = True
         if target != sp.kind or (present and sp.kind == "hnsw"):
             sp.rebuild(target, int_ids, vecs)
+            sp.note(int_ids, vecs)
             return
         if present:
             sp.index.remove_ids(np.array(present, dtype=np.int64))
         sp.tomb.difference_update(int_ids.tolist())
         sp.index.add_with_ids(vecs, int_ids)
+        sp.note(int_ids, vecs)
 
     def delete(self, ids: Sequence[str], *, namespace: str = "") -> None:
         """Remove vectors; unknown ids are ignored."""
@@ -272,9 +358,11 @@ class FaissBackend:
         if not int_ids:
             return
         sp.touched()
+        self._dirty = True
         for i in int_ids:
             del sp.sid[i]
             sp.meta.pop(i, None)
+            sp.fp.pop(i, None)
         if sp.kind != "hnsw":
             sp.index.remove_ids(np.array(int_ids, dtype=np.int64))
         else:
@@ -394,46 +482,158 @@ class FaissBackend:
         return int(self._faiss.serialize_index(sp.index).nbytes)
 
     def persist(self) -> None:
-        """Write a new generation of index files, then swap the manifest atomically."""
-        if self.folder is None:
+        """Write a new generation of index files, then swap the manifest atomically (nothing
+        when nothing changed since the last one)."""
+        if self.folder is None or not self._dirty:
             return
         faiss = self._faiss
         self.folder.mkdir(parents=True, exist_ok=True)
         self._gen += 1
         g = self._gen
         spaces: dict[str, Any] = {}
-        keep: set[str] = set()
+        sums: dict[str, Any] = {}
         for n, (ns, sp) in enumerate(sorted(self._spaces.items())):
-            index_name, ids_name, names_name = (
+            index_name, ids_name, names_name, sums_name = (
                 f"faiss-{g}-{n}.index",
                 f"faiss-{g}-{n}.ids.npy",
                 f"faiss-{g}-{n}.names.json",
+                f"faiss-{g}-{n}.sums.npy",
             )
             # whole files under temporary names, synced and renamed: a kill mid-write never
             # leaves a torn file under a name a manifest could point to
-            atomic_write_bytes(self.folder / index_name, faiss.serialize_index(sp.index).tobytes())
+            sums[index_name] = atomic_write_bytes(
+                self.folder / index_name, faiss.serialize_index(sp.index).tobytes()
+            )
             keys = list(sp.sid)
-            buf = io.BytesIO()
-            np.save(buf, np.array(keys, dtype=np.int64), allow_pickle=False)
-            atomic_write_bytes(self.folder / ids_name, buf.getvalue())
-            write_manifest(
-                self.folder,
-                names_name,
-                {"names": [sp.sid[i] for i in keys], "meta": [sp.meta.get(i, {}) for i in keys]},
+            sums[ids_name] = atomic_write_bytes(
+                self.folder / ids_name, npy_bytes(np.array(keys, dtype=np.int64))
+            )
+            side = {"names": [sp.sid[i] for i in keys], "meta": [sp.meta.get(i, {}) for i in keys]}
+            sums[names_name] = atomic_write_bytes(
+                self.folder / names_name, json.dumps(side).encode()
+            )
+            sums[sums_name] = atomic_write_bytes(
+                self.folder / sums_name, npy_bytes(sp.fingerprints(keys))
             )
             spaces[ns] = {
                 "kind": sp.kind,
                 "index": index_name,
                 "ids": ids_name,
                 "names": names_name,
+                "sums": sums_name,
                 "tombstones": sorted(sp.tomb),
             }
-            keep.update((index_name, ids_name, names_name))
         write_manifest(
-            self.folder, "faiss.json", {"generation": g, "dim": self.dim, "spaces": spaces}
+            self.folder,
+            "faiss.json",
+            {"generation": g, "dim": self.dim, "spaces": spaces, "files": sums},
         )
-        remove_stale(self.folder, "faiss-", keep)
+        self._dirty = False
+        remove_stale(self.folder, "faiss-", set(sums))
+
+    @classmethod
+    def salvage(
+        cls, folder: Path, dim: int, candidates: Iterable[str], namespace: str = ""
+    ) -> dict[str, np.ndarray]:
+        """The vectors of a damaged index folder that are what was written, by passage id.
+
+        A vector is kept when its fingerprint matches the one recorded beside the ids (or,
+        with no fingerprints, when the index file's checksum matches its manifest); its id
+        is matched to ``candidates`` (the passage ids the archive lists), so a damaged ids
+        or names file costs nothing. What cannot be vouched for is left out, to be embedded
+        again.
+
+        Args:
+            folder: The index folder.
+            dim: The vector dimension.
+            candidates: The passage ids that may be in the index.
+            namespace: The namespace whose vectors to salvage.
+        """
+        try:
+            manifest = read_manifest(folder, "faiss.json")
+            files = (manifest or {}).get("files") or {}
+            entry = (manifest or {}).get("spaces", {}).get(namespace)
+        except CorruptStoreError:
+            manifest, files, entry = None, {}, None
+        if entry is None:  # no readable manifest: the newest generation's only space, if any
+            g = last_generation(folder, r"faiss-(\d+)-\d+\.index")
+            found = sorted(folder.glob(f"faiss-{g}-*.index")) if g else []
+            if len(found) != 1:
+                return {}
+            base = found[0].name[: -len(".index")]
+            entry = {"index": found[0].name, "sums": f"{base}.sums.npy"}
+        whole = False
+        with contextlib.suppress(CorruptStoreError, KeyError):
+            check_file(folder / entry["index"], files[entry["index"]])
+            whole = True  # the index file is exactly what was written
+        recorded: dict[int, int] = {}
+        with contextlib.suppress(Exception):  # a damaged record only costs its vector
+            rows = np.load(folder / entry["sums"], allow_pickle=False)
+            recorded = dict(zip(rows[:, 0].astype(np.int64).tolist(), rows[:, 1].tolist()))
+        if not whole and not recorded:
+            return {}
+        names = {int_id(c): c for c in candidates}
+        want = np.array([i for i in names if i in recorded or whole], dtype=np.int64)
+        got = _read_vectors(folder / entry["index"], want, dim)
+        if got is None:
+            return {}
+        ids, vecs = got
+        out: dict[str, np.ndarray] = {}
+        for i, vec, fp in zip(ids.tolist(), vecs, row_sums(vecs).tolist()):
+            if i in names and (whole or recorded.get(i) == fp):
+                out[names[i]] = np.array(vec, dtype=np.float32)
+        return out
 
     def close(self) -> None:
         """Persist and release."""
         self.persist()
+
+
+def _read_vectors(path: Path, ids: np.ndarray, dim: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(ids, vectors)`` that a possibly damaged index file holds under ``ids``, read in a
+    child process with bounded memory: FAISS trusts the sizes a file states, so garbage
+    could make it allocate without end or crash, and that must not take the caller down."""
+    with tempfile.TemporaryDirectory(prefix="pensive-salvage-") as tmp:
+        want = Path(tmp) / "want.npy"
+        np.save(want, ids, allow_pickle=False)
+        limit = 2 * path.stat().st_size + 8 * len(ids) * (dim + 2) + (4 << 30)
+        code = "import sys; from pensive_core.backends.faiss import dump_vectors as d; d(*sys.argv[1:])"
+        root = str(Path(__file__).resolve().parents[2])
+        env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        env.setdefault("OMP_NUM_THREADS", "1")
+        proc = subprocess.run(
+            [sys.executable, "-c", code, str(path), str(want), tmp, str(limit)],
+            env=env,
+            capture_output=True,
+            timeout=3600,
+            check=False,
+        )
+        if proc.returncode != 0:
+            log.warning(
+                "nothing salvaged from %s: %s", path, proc.stderr.decode(errors="replace")[-300:]
+            )
+            return None
+        return (
+            np.load(Path(tmp) / "ids.npy", allow_pickle=False),
+            np.load(Path(tmp) / "vectors.npy", allow_pickle=False),
+        )
+
+
+def dump_vectors(path: str, want: str, out: str, limit: str) -> None:
+    """The child side of a salvage: write ``ids.npy`` and ``vectors.npy`` into ``out`` for the
+    ids of ``want`` that the index at ``path`` holds (memory capped at ``limit`` bytes)."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (int(limit), int(limit)))
+    faiss = _faiss()
+    index = faiss.read_index(path)
+    ids = np.load(want, allow_pickle=False)
+    found: list[int] = []
+    vecs: list[np.ndarray] = []
+    for i in ids.tolist():
+        with contextlib.suppress(RuntimeError):  # an id the index lacks
+            vecs.append(np.asarray(index.reconstruct(int(i)), dtype=np.float32))
+            found.append(i)
+    np.save(Path(out) / "ids.npy", np.array(found, dtype=np.int64), allow_pickle=False)
+    matrix = np.stack(vecs) if vecs else np.zeros((0, int(index.d)), dtype=np.float32)
+    np.save(Path(out) / "vectors.npy", matrix, allow_pickle=False)

@@ -1,14 +1,33 @@
-"""A numpy-only exact backend: brute-force inner product, persisted as ``.npy`` + JSON."""
+"""A numpy-only exact backend: brute-force inner product, persisted as ``.npy`` + JSON.
+
+The manifest records each vector file's size and checksum (checked when the index loads: a
+damaged file is a :class:`~pensive_core.errors.CorruptStoreError` naming it) and a fingerprint
+of every vector, so :meth:`MemoryBackend.salvage` keeps the rows of a damaged file that are
+intact.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..files import load_npy, read_manifest, remove_stale, write_manifest
+from ..errors import CorruptStoreError
+from ..files import (
+    atomic_write_bytes,
+    check_file,
+    corrupt,
+    damaged,
+    load_npy_checked,
+    npy_bytes,
+    read_manifest,
+    remove_stale,
+    row_sums,
+    write_manifest,
+)
 from ..filters import Filter, MetadataIndex
 from .base import check_namespace, check_upsert
 
@@ -49,6 +68,9 @@ class MemoryBackend:
         folder: Where to persist; None keeps everything in memory only.
         dim: Vector dimension.
         options: Unused.
+
+    Raises:
+        CorruptStoreError: If the manifest or a vector file is damaged or missing.
     """
 
     name = "memory"
@@ -59,17 +81,28 @@ class MemoryBackend:
         self.folder = folder
         self._spaces: dict[str, _Space] = {}
         self._gen = 0
+        self._dirty = True  # whether the files lag this object (a commit with nothing new skips)
         manifest = read_manifest(folder, "memory.json") if folder else None
         if manifest and folder is not None:
-            self._gen = manifest["generation"]
-            spaces = manifest.get("spaces")
-            if spaces is None:  # written before namespaces: one space, no metadata
-                spaces = {"": {"ids": manifest["ids"], "vectors": manifest["vectors"]}}
-            for ns, entry in spaces.items():
-                sp = self._spaces[ns] = _Space(dim)
-                meta = entry.get("meta") or [{} for _ in entry["ids"]]
-                vecs = load_npy(folder / entry["vectors"])
-                sp.load(list(entry["ids"]), vecs, list(meta))
+            with damaged(folder / "memory.json"):
+                self._load(folder, manifest)
+            self._dirty = "files" not in manifest  # written before checksums: add them
+
+    def _load(self, folder: Path, manifest: dict[str, Any]) -> None:
+        self._gen = manifest["generation"]
+        sums = manifest.get("files") or {}
+        spaces = manifest.get("spaces")
+        if spaces is None:  # written before namespaces: one space, no metadata
+            spaces = {"": {"ids": manifest["ids"], "vectors": manifest["vectors"]}}
+        for ns, entry in spaces.items():
+            sp = self._spaces[ns] = _Space(self.dim)
+            ids = list(entry["ids"])
+            meta = entry.get("meta") or [{} for _ in ids]
+            path = folder / entry["vectors"]
+            vecs = load_npy_checked(path, sums.get(entry["vectors"]))
+            if vecs.shape != (len(ids), self.dim) or len(meta) != len(ids):
+                raise corrupt(path, f"{vecs.shape} vectors for {len(ids)} ids of {self.dim}-d")
+            sp.load(ids, vecs.astype(np.float32, copy=False), list(meta))
 
     def _space(self, namespace: str, create: bool = False) -> _Space | None:
         check_namespace(namespace)
@@ -92,13 +125,15 @@ class MemoryBackend:
             return
         sp = self._space(namespace, create=True)
         assert sp is not None
+        self._dirty = True
         sp.delete([cid for cid in ids if cid in sp.pos])
         sp.load(sp.ids + ids, np.concatenate([sp.vecs, vecs]), sp.meta + metas)
 
     def delete(self, ids: Sequence[str], *, namespace: str = "") -> None:
         """Remove vectors; unknown ids are ignored."""
         sp = self._space(namespace)
-        if sp is not None:
+        if sp is not None and any(i in sp.pos for i in ids):
+            self._dirty = True
             sp.delete(list(ids))
 
     def search(
@@ -140,25 +175,73 @@ class MemoryBackend:
         return set() if sp is None else set(sp.ids)
 
     def persist(self) -> None:
-        """Write every namespace under a new generation, then swap the manifest."""
-        if self.folder is None:
+        """Write every namespace under a new generation, then swap the manifest (nothing when
+        nothing changed since the last one)."""
+        if self.folder is None or not self._dirty:
             return
         self.folder.mkdir(parents=True, exist_ok=True)
         self._gen += 1
         spaces: dict[str, Any] = {}
-        keep: set[str] = set()
+        sums: dict[str, Any] = {}
         for n, (ns, sp) in enumerate(sorted(self._spaces.items())):
             vec_name = f"memory-{self._gen}-{n}.npy"
-            with open(self.folder / vec_name, "wb") as fh:
-                np.save(fh, sp.vecs, allow_pickle=False)
-            spaces[ns] = {"ids": sp.ids, "vectors": vec_name, "meta": sp.meta}
-            keep.add(vec_name)
+            sums[vec_name] = atomic_write_bytes(self.folder / vec_name, npy_bytes(sp.vecs))
+            spaces[ns] = {
+                "ids": sp.ids,
+                "vectors": vec_name,
+                "meta": sp.meta,
+                "sums": [f"{v:016x}" for v in row_sums(sp.vecs).tolist()],
+            }
         write_manifest(
             self.folder,
             "memory.json",
-            {"generation": self._gen, "dim": self.dim, "spaces": spaces},
+            {"generation": self._gen, "dim": self.dim, "spaces": spaces, "files": sums},
         )
-        remove_stale(self.folder, "memory-", keep)
+        self._dirty = False
+        remove_stale(self.folder, "memory-", set(sums))
+
+    @classmethod
+    def salvage(
+        cls, folder: Path, dim: int, candidates: Iterable[str], namespace: str = ""
+    ) -> dict[str, np.ndarray]:
+        """The vectors of a damaged index folder that are what was written, by passage id:
+        the rows of the vector file whose fingerprints match those in the manifest (all of
+        them when the file's checksum matches). Nothing when the manifest is unreadable (it
+        holds the ids).
+
+        Args:
+            folder: The index folder.
+            dim: The vector dimension.
+            candidates: The passage ids that may be in the index.
+            namespace: The namespace whose vectors to salvage.
+        """
+        try:
+            manifest = read_manifest(folder, "memory.json")
+            entry = (manifest or {}).get("spaces", {})[namespace]
+            ids = list(entry["ids"])
+            path = folder / entry["vectors"]
+        except (CorruptStoreError, KeyError, TypeError, AttributeError):
+            return {}
+        files = (manifest or {}).get("files") or {}
+        whole = False
+        with contextlib.suppress(CorruptStoreError, KeyError):
+            check_file(path, files[entry["vectors"]])
+            whole = True
+        try:
+            vecs = np.load(path, allow_pickle=False).astype(np.float32)
+        except (OSError, ValueError):
+            return {}
+        recorded = entry.get("sums") or []
+        if vecs.ndim != 2 or vecs.shape[1] != dim or (not whole and not recorded):
+            return {}
+        wanted = set(candidates)
+        got = row_sums(vecs).tolist() if recorded else []
+        out: dict[str, np.ndarray] = {}
+        for row, cid in enumerate(ids[: len(vecs)]):
+            good = whole or (row < len(recorded) and f"{got[row]:016x}" == recorded[row])
+            if cid in wanted and good:
+                out[cid] = vecs[row].copy()
+        return out
 
     def close(self) -> None:
         """Persist and release."""

@@ -13,13 +13,16 @@ the archive. A passage the indexes know but the archive does not is never shown.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from .. import hooks
 from ..archive import INDEXED
+from ..files import disk_error
 from ..types import Document
 from .changes import ChangeSet
 from .invalidate import L1Invalidation
@@ -52,19 +55,46 @@ class Committer:
     @contextmanager
     def abandoning(self) -> Iterator[None]:
         """Run a step of a change; if it raises, the change is abandoned (see :meth:`abandon`)
-        and the error goes on, with a note saying what became of the change."""
+        and the error goes on, with a note saying what became of the change.
+
+        The disk failing (full, read-only, an I/O error, a damaged SQLite page) goes on as one
+        :class:`~pensive_core.errors.StorageError` naming the store and the fix, with the same
+        note, and ``stored`` listing the documents the archive kept (pending: indexed in full
+        before the next change or when the store next opens for writing; the call's other
+        documents are absent)."""
         try:
             yield
         except BaseException as exc:
-            self.abandon(exc)
-            raise
+            pending = self.abandon(exc)
+            err = disk_error(exc, self.comps.path, "a change (ingest, delete or commit)")
+            if err is None:
+                raise
+            err.stored = tuple(pending)
+            err.args = (
+                f"{err.args[0]}. Nothing of the change is searchable; "
+                + (
+                    f"{len(pending)} document(s) it wrote to the archive are kept (their ids "
+                    "in StorageError.stored) and will be indexed in full before the next change "
+                    "or when the store next opens for writing; the call's other documents are "
+                    "absent"
+                    if pending
+                    else "none of its documents was stored"
+                ),
+            )
+            for note in getattr(exc, "__notes__", ()):
+                err.add_note(note)
+            raise err from exc
 
-    def abandon(self, exc: BaseException) -> None:
+    def abandon(self, exc: BaseException) -> list[str]:
         """A change failed part way: the indexes are reloaded as of the last commit (what
         they held in memory of the change is dropped, so no passage of it is searchable), the
         graph and statement rows of its documents go, and the archive keeps its rows marked
         pending and the store dirty, so that recovery finishes the change from the archive
-        before the next change or when the store next opens for writing."""
+        before the next change or when the store next opens for writing.
+
+        Returns:
+            The ids of the documents left pending in the archive.
+        """
         comps = self.comps
         pending: list[str] = []
         try:
@@ -85,6 +115,7 @@ class Committer:
             "are pending and will be indexed again from it before the next change, or when "
             "the store next opens for writing."
         )
+        return pending
 
     def finish_abandoned(self, reindex: Callable[[list[Document]], Any]) -> None:
         """Before a new change: finish one a failure left (through ``reindex``)."""
@@ -114,9 +145,12 @@ class Committer:
         invalidate L1 (see the module docstring)."""
         comps, changes = self.comps, self.changes
         with hooks.announce("commit"):
-            comps.sparse.commit()
+            # the vectors first: the largest files, so the likeliest to meet a full disk, and
+            # one failing then leaves BM25's files as of the last commit too (either way no
+            # passage of the change is shown before the archive marks it indexed below)
             if comps.backend is not None:
                 comps.backend.persist()
+            comps.sparse.commit()
             if comps.learning is not None and changes.removed:
                 comps.learning.forget(changes.removed)
             commit = comps.archive.mark_indexed(changes.changed)
@@ -129,7 +163,16 @@ class Committer:
             comps.commit_no = commit
             if comps.l1 is not None and changes.changed:
                 with hooks.announce("l1-invalidate"):
-                    self.invalidation.invalidate(commit, changes)
+                    try:
+                        self.invalidation.invalidate(commit, changes)
+                    except (sqlite3.Error, OSError) as exc:
+                        # the change is committed: a cache that cannot be written (a full
+                        # disk) must not make it look failed; this process stops using the
+                        # cache, and others never serve it (its commit is not the store's)
+                        log.warning("the L1 cache could not be updated (%s): turned off", exc)
+                        with contextlib.suppress(Exception):
+                            comps.l1.close()
+                        comps.l1 = None
             self.clear()
 
     def clear(self) -> None:

@@ -71,7 +71,8 @@ class IngestPipeline:
         committer = self.committer
         with comps.lock:
             committer.finish_abandoned(self.run)
-            committer.before_change()
+            with committer.abandoning():  # its dirty mark is a write too (a full disk)
+                committer.before_change()
             done = 0
             pending = iter(batches(documents))
             while True:
@@ -225,8 +226,8 @@ class IngestPipeline:
             self.committer.finish_abandoned(self.run)
             if comps.archive.fingerprint(doc_id) is None:
                 raise NotFoundError(f"no document with id {doc_id!r} in {comps.path}")
-            self.committer.before_change()
             with self.committer.abandoning():
+                self.committer.before_change()
                 ids = self._delete(doc_id)
                 self.committer.commit()
         return len(ids)

@@ -39,8 +39,10 @@ class HitBuilder:
             rows = comps.archive.chunks(f.id for f in window)
             for f in window:
                 row = rows.get(f.id)
-                if row is None or row.archive_only:
-                    continue  # indexed but not archived (an interrupted ingest): never shown
+                if row is None or row.archive_only or row.pending:
+                    # indexed but not archived, or archived by a change that has not committed
+                    # (an interrupted or failed ingest): never shown
+                    continue
                 if cutoff is not None and row.timestamp is not None and row.timestamp > cutoff:
                     continue
                 valid = (None, None, None) if view is None else view.validity(row.id)

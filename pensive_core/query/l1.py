@@ -3,6 +3,8 @@ and a new answer stored with what it depends on."""
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +20,8 @@ from .temporal import TemporalStage
 
 if TYPE_CHECKING:
     from ..components import Components
+
+log = logging.getLogger(__name__)
 
 __all__ = ["CacheStage"]
 
@@ -77,9 +81,14 @@ class CacheStage:
     def store(
         self, qk: QueryKey, hits: list[Hit], confidence: float, tier: str, deps: Deps
     ) -> None:
-        """Keep an answer computed at the current commit."""
+        """Keep an answer computed at the current commit (best effort: a cache that cannot
+        be written, on a full or read-only disk, costs the next asker a computation, never
+        this answer)."""
         assert self._comps.l1 is not None
-        self._comps.l1.put(qk, hits, confidence, tier, deps, self._comps.commit_no)
+        try:
+            self._comps.l1.put(qk, hits, confidence, tier, deps, self._comps.commit_no)
+        except sqlite3.Error as exc:
+            log.warning("an answer was not cached (%s): the L1 cache could not be written", exc)
 
     def deps(
         self,

@@ -6,7 +6,9 @@ IDF to the global IDF (document frequencies are kept for the whole live collecti
 zero a row through bm25s's ``weight_mask``. Once the small segments hold more than
 ``merge_ratio`` of the documents (or there are too many), all segments are merged into one,
 dropping deleted rows. Persistence is numpy ``.npy`` arrays and JSON, never pickle: a new
-generation of files is written and a manifest swapped by rename.
+generation of files is written and a manifest swapped by rename. The manifest records every
+file's size and checksum, and loading checks them (and the arrays' shapes against each
+other): a damaged file is a :class:`~pensive_core.errors.CorruptStoreError` naming it.
 
 The one approximation: a segment's length normalisation uses its own average passage length
 until the next merge.
@@ -14,7 +16,6 @@ until the next merge.
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 from collections import Counter
@@ -28,7 +29,13 @@ import numpy as np
 from ..config import BM25Config
 from ..files import (
     atomic_write_bytes,
-    load_npy,
+    corrupt,
+    damaged,
+    file_sum,
+    last_generation,
+    load_npy_checked,
+    npy_bytes,
+    read_checked,
     read_manifest,
     remove_stale,
     write_manifest,
@@ -69,6 +76,22 @@ class _Segment:
     def n_docs(self) -> int:
         return len(self.rows)
 
+    def check(self, where: Path) -> None:
+        """Refuse arrays whose shapes contradict each other (a damaged segment)."""
+        scores = self.model.scores
+        problems = [
+            (len(self.offsets) != self.n_docs + 1, "offsets"),
+            (len(self.alive) != self.n_docs, "alive rows"),
+            (int(scores["num_docs"]) != self.n_docs, "num_docs"),
+            (len(scores["indptr"]) != self.n_vocab + 1, "indptr"),
+            (len(scores["indices"]) != len(scores["data"]), "indices"),
+            (len(self.df) != self.n_vocab, "df"),
+            (bool(len(self.offsets)) and int(self.offsets[-1]) != len(self.tokens), "tokens"),
+        ]
+        bad = [name for wrong, name in problems if wrong]
+        if bad:
+            raise corrupt(where, f"segment {self.name}: {', '.join(bad)} do not fit its rows")
+
     def row_tokens(self, row: int) -> np.ndarray:
         return self.tokens[self.offsets[row] : self.offsets[row + 1]]
 
@@ -79,9 +102,16 @@ class BM25Index:
     Args:
         folder: Where segment files live; None keeps the index in memory.
         cfg: The ``[bm25]`` config section.
+        load: Load what ``folder`` holds (False: start empty there, as a rebuild does; its
+            files are written under numbers above those already in the folder).
+
+    Raises:
+        CorruptStoreError: If the manifest or a file it names is damaged or missing.
     """
 
-    def __init__(self, folder: Path | None, cfg: BM25Config | None = None) -> None:
+    def __init__(
+        self, folder: Path | None, cfg: BM25Config | None = None, *, load: bool = True
+    ) -> None:
         import bm25s  # core dependency; imported here so importing pensive_core stays light
 
         self._bm25s = bm25s
@@ -100,10 +130,21 @@ class BM25Index:
         # always written, even over files of the same name an interrupted commit left behind
         self._on_disk: set[str] = set()
         self.rebuilt = False  # whether the last commit rebuilt segments that already existed
-        if folder is not None:
+        self._sums: dict[str, dict[str, Any]] = {}  # file name -> size and checksum
+        # whether the files on disk lag what this object holds: a commit with nothing new
+        # writes nothing (a clean close on a full disk succeeds)
+        self._dirty = True
+        if folder is not None and load:
             manifest = read_manifest(folder, "bm25.json")
             if manifest:
-                self._load(folder, manifest)
+                with damaged(folder / "bm25.json"):
+                    self._load(folder, manifest)
+                # an index written before checksums gets them at its next commit
+                self._dirty = "files" not in manifest
+        elif folder is not None:
+            self._gen = last_generation(folder, r"bm25-(?:vocab|df)-(\d+)\.(?:json|npy)")
+            self._gen = max(self._gen, last_generation(folder, r"bm25-seg\d+\.alive-(\d+)\.npy"))
+            self._seq = last_generation(folder, r"bm25-seg(\d+)\..*")
         # document frequencies at the last commit and the one before, for idf_shift()
         self._last_df, self._last_n = self.df.copy(), self.n_live
         self._prev_df, self._prev_n = self._last_df, self._last_n
@@ -131,6 +172,7 @@ class BM25Index:
         if chunk_id in self._where or chunk_id in self._pending:
             self.delete([chunk_id])
         ids = self._ids_for(self.tokenizer.tokenize(text), grow=True)
+        self._dirty = True
         self._pending[chunk_id] = ids
         self._df_add(ids, +1)
         self.n_live += 1
@@ -146,12 +188,16 @@ class BM25Index:
                 seg = self.segments[where[0]]
                 seg.alive[where[1]] = 0.0
                 ids = seg.row_tokens(where[1])
+            self._dirty = True
             self._df_add(ids, -1)
             self.n_live -= 1
 
     def commit(self) -> None:
         """Turn pending additions into a segment, merge if due, and persist."""
         self._prev_df, self._prev_n = self._last_df, self._last_n
+        self.rebuilt = False
+        if not self._dirty:  # nothing new since the files were written: nothing to write
+            return
         if self._pending:
             self._add_segment(list(self._pending), list(self._pending.values()))
             self._pending = {}
@@ -328,6 +374,7 @@ class BM25Index:
         self.folder.mkdir(parents=True, exist_ok=True)
         self._gen += 1
         keep: set[str] = set()
+        sums: dict[str, dict[str, Any]] = {}
         segs_meta = []
         for seg in self.segments:
             base = f"bm25-{seg.name}"
@@ -346,13 +393,15 @@ class BM25Index:
                 fname = f"{base}.{key}.npy"
                 keep.add(fname)
                 if fresh:
-                    _save_npy(self.folder / fname, arr)
+                    sums[fname] = atomic_write_bytes(self.folder / fname, npy_bytes(arr))
             alive_name = f"{base}.alive-{self._gen}.npy"
-            _save_npy(self.folder / alive_name, seg.alive)
+            sums[alive_name] = atomic_write_bytes(self.folder / alive_name, npy_bytes(seg.alive))
             keep.add(alive_name)
             rows_name = f"{base}.rows.json"
             if fresh:
-                atomic_write_bytes(self.folder / rows_name, json.dumps(seg.rows).encode())
+                sums[rows_name] = atomic_write_bytes(
+                    self.folder / rows_name, json.dumps(seg.rows).encode()
+                )
             keep.add(rows_name)
             segs_meta.append(
                 {
@@ -363,11 +412,18 @@ class BM25Index:
                 }
             )
         vocab_name = f"bm25-vocab-{self._gen}.json"
-        atomic_write_bytes(self.folder / vocab_name, json.dumps(self.vocab).encode())
+        sums[vocab_name] = atomic_write_bytes(
+            self.folder / vocab_name, json.dumps(self.vocab).encode()
+        )
         keep.add(vocab_name)
         df_name = f"bm25-df-{self._gen}.npy"
-        _save_npy(self.folder / df_name, self.df)
+        sums[df_name] = atomic_write_bytes(self.folder / df_name, npy_bytes(self.df))
         keep.add(df_name)
+        for name in keep - sums.keys():  # immutable files written by an earlier commit
+            known = self._sums.get(name)
+            if known is None:  # written before checksums: recorded as they are now
+                known = _sum_of(self.folder / name)
+            sums[name] = known
         write_manifest(
             self.folder,
             "bm25.json",
@@ -381,53 +437,65 @@ class BM25Index:
                 "vocab": vocab_name,
                 "df": df_name,
                 "segments": segs_meta,
+                "files": sums,
             },
         )
+        self._sums = sums
+        self._dirty = False
         self._on_disk = {seg.name for seg in self.segments}
         remove_stale(self.folder, "bm25-", keep)
 
     def _load(self, folder: Path, manifest: dict) -> None:  # type: ignore[type-arg]
+        sums: dict[str, Any] = manifest.get("files") or {}
+
+        def npy(name: str) -> np.ndarray:
+            return load_npy_checked(folder / name, sums.get(name))
+
+        def text(name: str) -> Any:
+            path = folder / name
+            data = read_checked(path, sums.get(name))
+            with damaged(path):
+                return json.loads(data)
+
         self._gen = manifest["generation"]
         self._seq = manifest["seq"]
         self.n_live = manifest["n_live"]
-        self.vocab = json.loads((folder / manifest["vocab"]).read_text())
-        self.df = load_npy(folder / manifest["df"])
+        self.vocab = text(manifest["vocab"])
+        self.df = npy(manifest["df"])
+        if not isinstance(self.vocab, dict) or len(self.df) != len(self.vocab):
+            raise corrupt(folder / manifest["df"], "its length does not fit the vocabulary")
         for meta in manifest["segments"]:
-            base = folder / f"bm25-{meta['name']}"
-
-            def arr(key: str, base: Path = base) -> np.ndarray:
-                return load_npy(f"{base}.{key}.npy")
-
+            base = f"bm25-{meta['name']}"
             model = self._bm25s.BM25(method=manifest["method"], k1=manifest["k1"], b=manifest["b"])
             model.scores = {
-                "data": arr("data"),
-                "indices": arr("indices"),
-                "indptr": arr("indptr"),
+                "data": npy(f"{base}.data.npy"),
+                "indices": npy(f"{base}.indices.npy"),
+                "indptr": npy(f"{base}.indptr.npy"),
                 "num_docs": meta["num_docs"],
             }
             model.vocab_dict = {}
             model.nonoccurrence_array = None
-            rows = json.loads(Path(f"{base}.rows.json").read_text())
+            rows = text(f"{base}.rows.json")
             seg = _Segment(
                 meta["name"],
                 model,
-                rows,
-                arr("tokens"),
-                arr("offsets"),
-                arr("df"),
+                list(rows),
+                npy(f"{base}.tokens.npy"),
+                npy(f"{base}.offsets.npy"),
+                npy(f"{base}.df.npy"),
                 meta["n_vocab"],
-                load_npy(folder / meta["alive"]),
+                npy(meta["alive"]),
             )
+            seg.check(folder / f"{base}.rows.json")
             self.segments.append(seg)
             self._on_disk.add(seg.name)
             si = len(self.segments) - 1
             for r, cid in enumerate(rows):
                 if seg.alive[r]:
                     self._where[cid] = (si, r)
+        self._sums = dict(sums)
 
 
-def _save_npy(path: Path, arr: np.ndarray) -> None:
-    """Write an array as ``.npy`` atomically (temporary file, fsync, rename); never pickled."""
-    buf = io.BytesIO()
-    np.save(buf, np.asarray(arr), allow_pickle=False)
-    atomic_write_bytes(path, buf.getvalue())
+def _sum_of(path: Path) -> dict[str, Any]:
+    """Size and checksum of a file already on disk (recorded for an index that had none)."""
+    return file_sum(path.read_bytes())

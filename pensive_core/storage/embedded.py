@@ -10,8 +10,11 @@ advisory lock on ``writer.lock``; readers take none.
 
 from __future__ import annotations
 
+import errno
+import logging
 import os
 import shutil
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any
@@ -22,7 +25,7 @@ from ..backends.registry import create_backend
 from ..cache import L1Cache
 from ..config import BM25Config, RouterConfig
 from ..context.cache import ContextCache
-from ..errors import PensiveError
+from ..errors import PensiveError, StorageError
 from ..graph.learning import BaseLevel, Hebbian, LearningConfig
 from ..graph.store import GraphStore
 from ..item_table import ItemTable
@@ -33,7 +36,9 @@ from ..sparse.bm25 import BM25Index
 from ..stats import RouterStats
 from ..temporal.store import TemporalStore
 
-__all__ = ["EmbeddedStorage", "ARCHIVE_FILE"]
+__all__ = ["EmbeddedStorage", "ARCHIVE_FILE", "move_aside"]
+
+log = logging.getLogger(__name__)
 
 ARCHIVE_FILE = "pensive.sqlite"
 LOCK_GRACE_S = 0.5  # how long a writer waits for a lock that looks held before refusing
@@ -73,7 +78,18 @@ class EmbeddedStorage:
             import fcntl
         except ImportError:  # no advisory locks (Windows): one writer is the caller's job
             return
-        handle = open(self.path / "writer.lock", "a+")  # noqa: SIM115 - held for the store's life
+        try:
+            handle = open(self.path / "writer.lock", "a+")  # noqa: SIM115 - held for the store's life
+        except OSError as exc:
+            if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise
+            why = "is on a read-only filesystem" if exc.errno == errno.EROFS else "is not writable"
+            raise StorageError(
+                f"the store at {self.path} {why}, so it cannot be opened for writing; open it "
+                "with read_only=True (`--read-only` where a command offers it) to read it",
+                errno=exc.errno,
+                file=str(self.path / "writer.lock"),
+            ) from None
         # a lock just released can look held for a moment: a process forked by another thread
         # shares the closed descriptor until it execs, so a few short retries come first
         deadline = time.monotonic() + LOCK_GRACE_S
@@ -108,7 +124,7 @@ class EmbeddedStorage:
     def open_archive(self) -> Archive:
         """The archive (``pensive.sqlite``), whose connection the other SQLite parts share."""
         if self.archive is None:
-            self.archive = Archive(self.path / ARCHIVE_FILE)
+            self.archive = Archive(self.path / ARCHIVE_FILE, read_only=self.read_only)
         return self.archive
 
     def _db(self) -> Any:
@@ -176,10 +192,28 @@ class EmbeddedStorage:
 
     def open_answer_cache(self, cfg: RouterConfig) -> L1Cache:
         """The hot cache, in its own file (``l1.sqlite``) so its writes never contend with
-        the archive's."""
-        return L1Cache(
-            self.path / "l1.sqlite", cfg.l1_capacity, cfg.l1_ttl_s, cfg.l1_hot, cfg.l1_fuzzy
-        )
+        the archive's.
+
+        A cache is never worth refusing the store for: one that does not open as SQLite (a
+        damaged file) is moved aside (``l1.sqlite.damaged-<time>``) and started empty, with a
+        warning; a reader that cannot write beside it (a read-only filesystem, or a damaged
+        file it may not move) keeps its cache in memory.
+        """
+        path = self.path / "l1.sqlite"
+        args = (cfg.l1_capacity, cfg.l1_ttl_s, cfg.l1_hot, cfg.l1_fuzzy)
+        if self.read_only and not os.access(self.path, os.W_OK):
+            return L1Cache(Path(":memory:"), *args)
+        try:
+            return L1Cache(path, *args)
+        except sqlite3.DatabaseError as exc:
+            if self.read_only:
+                log.warning("the L1 cache %s does not open (%s): using one in memory", path, exc)
+                return L1Cache(Path(":memory:"), *args)
+            aside = move_aside(path)
+            log.warning(
+                "the L1 cache %s was damaged (%s): moved to %s and started empty", path, exc, aside
+            )
+            return L1Cache(path, *args)
 
     def open_query_stats(self) -> RouterStats:
         """Per-tier statistics, a table in ``pensive.sqlite``."""
@@ -214,3 +248,14 @@ class EmbeddedStorage:
     def _table_exists(self, name: str) -> bool:
         row = self._db().execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone()
         return row is not None
+
+
+def move_aside(path: Path) -> Path:
+    """Rename a damaged SQLite file (with its ``-wal`` and ``-shm``) out of the way, to
+    ``NAME.damaged-<unix time>``; returns the new name."""
+    aside = path.with_name(f"{path.name}.damaged-{int(time.time())}")
+    for suffix in ("", "-wal", "-shm"):
+        src = path.with_name(path.name + suffix)
+        if src.exists():
+            os.replace(src, aside.with_name(aside.name + suffix))
+    return aside

@@ -49,6 +49,8 @@ EXPECTED = {
     "rrf",
     "weighted",
     "zscore",
+    "repair_store",
+    "verify_store",
 }
 
 
