@@ -193,17 +193,30 @@ class Archive:
         ).fetchone()
         return None if row is None else (row[0], row[1], row[2], int(row[3]), row[4])
 
-    def mark_indexed(self, changed: bool) -> int:
-        """Record that every written document's passages are now in the persisted indexes.
+    def mark_indexed(self, changed: bool, ids: Iterable[str] | None = None) -> int:
+        """Record that written documents' passages are now in the persisted indexes.
 
         Args:
             changed: Whether the content changed since the last commit (bumps the commit number).
+            ids: The documents the change wrote (None: every pending one). Others stay
+                pending: a document a failed change left, not yet indexed again, is not
+                confirmed by a later change's commit.
 
         Returns:
             The store's commit number: every process reading the store reloads when it moves.
         """
         with self.transaction():
-            self.db.execute("UPDATE documents SET indexed=1 WHERE indexed=0")
+            if ids is None:
+                self.db.execute("UPDATE documents SET indexed=1 WHERE indexed=0")
+            else:
+                todo = list(ids)
+                for i in range(0, len(todo), 500):
+                    part = todo[i : i + 500]
+                    self.db.execute(
+                        "UPDATE documents SET indexed=1 WHERE indexed=0 AND id IN "
+                        f"({','.join('?' * len(part))})",
+                        part,
+                    )
             self.db.execute("DELETE FROM meta WHERE key='dirty'")  # every change is persisted
             commit = int(self.get_meta("commit") or 0)
             if changed:
@@ -523,9 +536,9 @@ class DocumentStore(Protocol):
         """``(hash, metadata json, timestamp, indexed flag, context generator)`` or None."""
         ...
 
-    def mark_indexed(self, changed: bool) -> int:
-        """Confirm every pending document as indexed and clear the dirty mark; returns the
-        commit number (moved when ``changed``)."""
+    def mark_indexed(self, changed: bool, ids: Iterable[str] | None = None) -> int:
+        """Confirm the pending documents ``ids`` (None: all) as indexed and clear the dirty
+        mark; returns the commit number (moved when ``changed``)."""
         ...
 
     def mark_dirty(self) -> None:

@@ -21,6 +21,7 @@ class ChangeSet:
         added: Passages put into the indexes.
         vectors: Their vectors, one array per batch.
         texts: Texts of documents written (indexed or archive-only).
+        written: Ids of documents written to the archive (pending until the commit).
     """
 
     changed: bool = False
@@ -29,6 +30,7 @@ class ChangeSet:
     added: list[str] = field(default_factory=list)
     vectors: list[np.ndarray] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
+    written: set[str] = field(default_factory=set)
 
     def clear(self) -> None:
         """Forget everything (after a commit)."""
@@ -38,6 +40,7 @@ class ChangeSet:
         self.added = []
         self.vectors = []
         self.texts = []
+        self.written = set()
 
 
 @dataclass(eq=False)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import hooks
 from ..archive import INDEXED
+from ..errors import StorageError
 from ..files import disk_error
 from ..types import Document
 from .changes import ChangeSet
@@ -51,6 +52,13 @@ class Committer:
         #: the next change (or when the store next opens for writing), and never committed
         #: as it stands.
         self.abandoned = False
+        #: Documents the archive holds that could not be indexed again on their own (the
+        #: embedder refuses them, say): left pending, never shown, skipped by recovery in this
+        #: process (retried when the store next opens), and out of the way of other changes:
+        #: deleting or replacing one works. :meth:`Pensive.verify` lists pending documents.
+        self.stuck: set[str] = set()
+        # the archive confirmed this commit (set between its mark and the end of the commit)
+        self._committed: int | None = None
 
     @contextmanager
     def abandoning(self) -> Iterator[None]:
@@ -67,7 +75,7 @@ class Committer:
         except BaseException as exc:
             pending = self.abandon(exc)
             err = disk_error(exc, self.comps.path, "a change (ingest, delete or commit)")
-            if err is None:
+            if err is None or pending is None:  # (None: committed, the note says so)
                 raise
             err.stored = tuple(pending)
             err.args = (
@@ -85,7 +93,7 @@ class Committer:
                 err.add_note(note)
             raise err from exc
 
-    def abandon(self, exc: BaseException) -> list[str]:
+    def abandon(self, exc: BaseException) -> list[str] | None:
         """A change failed part way: the indexes are reloaded as of the last commit (what
         they held in memory of the change is dropped, so no passage of it is searchable), the
         graph and statement rows of its documents go, and the archive keeps its rows marked
@@ -93,9 +101,23 @@ class Committer:
         before the next change or when the store next opens for writing.
 
         Returns:
-            The ids of the documents left pending in the archive.
+            The ids of the documents left pending in the archive; None when the archive had
+            already confirmed the change (only what follows the commit point failed).
         """
         comps = self.comps
+        if self._committed is not None:
+            # the archive had confirmed the change: it stands, only what follows the commit
+            # point (the cache's update) failed; the cache is set aside until the next commit
+            commit, self._committed = self._committed, None
+            comps.commit_no = commit
+            self._distrust_cache()
+            self.clear()
+            exc.add_note(
+                f"Pensive ({comps.path}): the change was committed (commit {commit}); what "
+                "failed came after it (the L1 cache update), and the cache is not used until "
+                "the next commit."
+            )
+            return None
         pending: list[str] = []
         try:
             pending = comps.archive.unindexed()
@@ -107,6 +129,9 @@ class Committer:
             comps.load_indexes()
         except Exception as inner:  # noqa: BLE001 - the first failure is the one to report
             log.warning("after a failed change the indexes could not be reloaded: %s", inner)
+        # answers cached before the change may hold what it removed from the archive (a
+        # delete's document): nobody serves them until the next commit
+        self._distrust_cache()
         self.clear()
         self.abandoned = True
         exc.add_note(
@@ -116,6 +141,21 @@ class Committer:
             "the store next opens for writing."
         )
         return pending
+
+    def _distrust_cache(self) -> None:
+        """Empty L1 and set its commit one behind the store's: no process serves from it
+        (each checks the cache's commit against the store's), and the next commit, seeing it
+        missed one, starts it afresh."""
+        comps = self.comps
+        if comps.l1 is None:
+            return
+        try:
+            comps.l1.invalidate_all(comps.commit_no - 1)
+        except Exception as inner:  # noqa: BLE001 - a cache: turned off rather than trusted
+            log.warning("the L1 cache could not be emptied (%s): turned off", inner)
+            with contextlib.suppress(Exception):
+                comps.l1.close()
+            comps.l1 = None
 
     def finish_abandoned(self, reindex: Callable[[list[Document]], Any]) -> None:
         """Before a new change: finish one a failure left (through ``reindex``)."""
@@ -144,6 +184,7 @@ class Committer:
         """Persist the indexes, mark the archive indexed, move the commit number and
         invalidate L1 (see the module docstring)."""
         comps, changes = self.comps, self.changes
+        self._committed = None
         with hooks.announce("commit"):
             # the vectors first: the largest files, so the likeliest to meet a full disk, and
             # one failing then leaves BM25's files as of the last commit too (either way no
@@ -153,7 +194,8 @@ class Committer:
             comps.sparse.commit()
             if comps.learning is not None and changes.removed:
                 comps.learning.forget(changes.removed)
-            commit = comps.archive.mark_indexed(changes.changed)
+            commit = comps.archive.mark_indexed(changes.changed, changes.written)
+            self._committed = commit
             # the graph and statements were kept in step by this change: opening needs no scan
             for name, kept in (("graph_synced", comps.graph), ("temporal_synced", comps.temporal)):
                 if kept is not None:
@@ -174,6 +216,7 @@ class Committer:
                             comps.l1.close()
                         comps.l1 = None
             self.clear()
+            self._committed = None
 
     def clear(self) -> None:
         """Forget the changes (and what the graph noted as touched)."""
@@ -200,15 +243,39 @@ class Committer:
                 dirty = True
             if dirty:
                 self.reconcile()
-            pending = comps.archive.unindexed()
+            pending = [d for d in comps.archive.unindexed() if d not in self.stuck]
             if not pending:
                 if dirty:
                     self.commit()
                 return 0
             log.warning("re-indexing %d document(s) left by an interrupted ingest", len(pending))
             docs = [d for d in (comps.archive.document(i) for i in pending) if d is not None]
+            return self._index_again(reindex, docs)
+
+    def _index_again(self, reindex: Callable[[list[Document]], Any], docs: list[Document]) -> int:
+        """Index pending documents again; when that fails, halves are tried in turn, so that
+        one document the embedder always refuses is set aside (:attr:`stuck`) instead of
+        failing every later change and every open for writing. The disk failing is no
+        document's fault: that goes on as the error it is."""
+        try:
             reindex(docs)
             return len(docs)
+        except StorageError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - narrowed down below, reported per document
+            self.abandoned = False  # this attempt's state is already undone (abandon)
+            if len(docs) == 1:
+                self.stuck.add(docs[0].id)
+                log.warning(
+                    "document %r could not be indexed again (%s: %s); it stays pending and "
+                    "is not shown: replace or delete it",
+                    docs[0].id,
+                    type(exc).__name__,
+                    exc,
+                )
+                return 0
+            mid = len(docs) // 2
+            return self._index_again(reindex, docs[:mid]) + self._index_again(reindex, docs[mid:])
 
     def counts_level(self) -> bool:
         """Whether BM25 and the vectors each hold as many passages as the archive's indexed

@@ -177,6 +177,8 @@ class IngestPipeline:
             comps.archive.write(
                 written, archive_only=archive_only, contexts=contexts, context_gen=gen_of
             )
+            changes.written.update(d.id for d, _, _ in written)
+            self.committer.stuck.difference_update(changes.written)
             stages["archive"] += clock() - t
         if to_embed:
             texts = [join_context(contexts.get(c.id, ""), c.text) for c in to_embed]

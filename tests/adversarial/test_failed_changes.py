@@ -253,3 +253,82 @@ def test_a_time_limit_does_not_fail_an_ingest_in_its_cache_refresh(tmp_path):
         with within(0.0):
             p.ingest([heron(1)])  # the refresh of the cached answer stops; the ingest stands
         assert herons(p) == ["heron0", "heron1"]
+
+
+class Picky(HashEmbedder):
+    """The hash embedder, refusing any passage that says 'poison' (a document the model
+    cannot embed, however often it is asked)."""
+
+    def __init__(self) -> None:
+        super().__init__(dim=64)
+
+    def embed(self, texts):
+        if any("poison" in t for t in texts):
+            raise ValueError("the model cannot embed this passage")
+        return super().embed(texts)
+
+
+def test_a_document_the_embedder_always_refuses_does_not_wedge_the_store(tmp_path):
+    with Pensive(tmp_path, config=CFG) as p:
+        p.ingest(docs("a", 2))
+    with Pensive(tmp_path, config=CFG, embedder=Picky()) as p:
+        with pytest.raises(ValueError):
+            p.ingest([*docs("b", 2), Document(id="bad", text="A poison vial on the shelf.")])
+        # the next change goes through: the refused one is set aside, the others indexed
+        p.ingest(docs("c", 1, word="compass"))
+        assert searchable(p, "compass") == {"c0"} and searchable(p, "lantern") >= {"b0", "b1"}
+        assert p.components.archive.unindexed() == ["bad"]  # pending, never shown
+        assert not [h for h in p.query("poison vial shelf", k=10).hits if h.doc_id == "bad"]
+    with Pensive(tmp_path, config=CFG, embedder=Picky()) as p:  # opening for writing works
+        p.ingest([Document(id="bad", text="A glass vial on the shelf.")])  # replaced: indexed
+        assert searchable(p, "vial") == {"bad"} and not p.components.archive.unindexed()
+        assert counts(p) == (6, 6, 6, 6)
+        p.delete("bad")
+        assert counts(p) == (5, 5, 5, 5)
+
+
+def test_a_failure_after_the_commit_point_says_the_change_was_committed(tmp_path):
+    with Pensive(tmp_path, config={"embedder": {"name": "hash", "dim": 64}}) as p:
+        p.ingest(docs("a", 2))
+
+        def fail(point, event):
+            if point == "l1-invalidate" and event == "enter":
+                raise KeyboardInterrupt
+
+        remove = hooks.add_listener(fail)
+        try:
+            with pytest.raises(KeyboardInterrupt) as info:
+                p.ingest(docs("b", 1, word="compass"))
+        finally:
+            remove()
+        assert "was committed" in " ".join(info.value.__notes__)
+        assert searchable(p, "compass") == {"b0"} and not p.components.archive.unindexed()
+
+
+class FailingDeletes(MemoryBackend):
+    """The memory backend, its deletes failing (a vector service that went away)."""
+
+    fail = False
+
+    def delete(self, ids, *, namespace=""):
+        if FailingDeletes.fail:
+            raise ConnectionError("the vector service went away")
+        return super().delete(ids, namespace=namespace)
+
+
+def test_a_delete_that_fails_is_not_served_from_the_cache(tmp_path):
+    cfg = {**CFG, "backend": {"name": "tests.adversarial.test_failed_changes:FailingDeletes"}}
+    with Pensive(tmp_path, config=cfg) as p:
+        p.ingest([*docs("a", 3), Document(id="z", text="The zeppelin floats above the town.")])
+        assert p.query("zeppelin floats", k=3).hits[0].doc_id == "z"  # cached
+        FailingDeletes.fail = True
+        try:
+            with pytest.raises(ConnectionError):
+                p.delete("z")
+        finally:
+            FailingDeletes.fail = False
+        # the archive no longer has it: no tier shows it, the cache neither
+        res = p.query("zeppelin floats", k=3)
+        assert "z" not in {h.doc_id for h in res.hits}, res.tier
+    with Pensive(tmp_path, config=cfg) as p:
+        assert counts(p) == (3, 3, 3, 3)
