@@ -410,14 +410,52 @@ class Archive:
             raise corrupt(self.path, f"document {doc_id!r} does not decompress ({exc})") from exc
 
     def damaged_documents(self) -> list[str]:
-        """Ids of documents whose stored body does not decompress (a damaged page)."""
-        bad = []
-        for doc_id, blob in self.db.execute("SELECT id, body FROM documents"):
+        """Ids of documents a damaged page hit: a body that does not decompress, metadata
+        that is not JSON, or a passage's text or context that is not UTF-8 (every row is read
+        as bytes, so a flipped byte cannot stop the scan). A damaged id is given with its bad
+        bytes replaced."""
+        bad: dict[str, None] = {}
+        docs = "SELECT CAST(id AS BLOB), body, CAST(metadata AS BLOB) FROM documents"
+        for raw_id, blob, meta in self.db.execute(docs):
+            doc_id = bytes(raw_id).decode("utf-8", "replace")
             try:
+                bytes(raw_id).decode("utf-8")
                 zlib.decompress(blob).decode("utf-8")
-            except (zlib.error, UnicodeDecodeError):
-                bad.append(doc_id)
-        return bad
+                json.loads(bytes(meta).decode("utf-8"))
+            except (zlib.error, UnicodeDecodeError, ValueError):
+                bad[doc_id] = None
+        rows = "SELECT CAST(doc_id AS BLOB), CAST(text AS BLOB), CAST(context AS BLOB) FROM chunks"
+        for raw_id, text, context in self.db.execute(rows):
+            try:
+                for value in (raw_id, text, context):
+                    bytes(value).decode("utf-8")
+            except UnicodeDecodeError:
+                bad[bytes(raw_id).decode("utf-8", "replace")] = None
+        return list(bad)
+
+    def drop_unreadable(self) -> list[str]:
+        """Remove the documents whose passages' text, context or metadata no longer decode
+        (a damaged page: nothing can index or show them), matched by their raw bytes; returns
+        their ids (bad bytes replaced) for the caller to report, to be ingested again."""
+        rows = self.db.execute(
+            "SELECT CAST(d.id AS BLOB), CAST(d.metadata AS BLOB), CAST(c.text AS BLOB), "
+            "CAST(c.context AS BLOB) FROM documents d LEFT JOIN chunks c ON c.doc_id = d.id"
+        ).fetchall()
+        bad: dict[bytes, None] = {}
+        for raw_id, meta, text, context in rows:
+            try:
+                for value in (raw_id, meta, text or b"", context or b""):
+                    bytes(value).decode("utf-8")
+                json.loads(bytes(meta).decode("utf-8"))
+            except (UnicodeDecodeError, ValueError):
+                bad[bytes(raw_id)] = None
+        with self.transaction():
+            for raw in bad:
+                with contextlib.suppress(sqlite3.DatabaseError, zlib.error, UnicodeDecodeError):
+                    self._unindex_text(raw.decode("utf-8"))  # its full-text row, if readable
+                self.db.execute("DELETE FROM chunks WHERE CAST(doc_id AS BLOB) = ?", (raw,))
+                self.db.execute("DELETE FROM documents WHERE CAST(id AS BLOB) = ?", (raw,))
+        return [raw.decode("utf-8", "replace") for raw in bad]
 
     def chunks(self, ids: Iterable[str]) -> dict[str, StoredChunk]:
         """Passages by id, joined with their document's metadata (missing ids are absent)."""
@@ -604,7 +642,7 @@ class DocumentStore(Protocol):
         ...
 
     def damaged_documents(self) -> list[str]:
-        """Ids of documents whose stored body is damaged."""
+        """Ids of documents a damaged page hit (body, metadata or a passage's text)."""
         ...
 
     def chunks(self, ids: Iterable[str]) -> dict[str, StoredChunk]:

@@ -606,9 +606,11 @@ def repair(
             highlight=False,
             soft_wrap=True,
         )
+        removed = set(out.get("removed", ()))
         for doc in out["documents_damaged"]:
+            what = "removed from the store" if doc in removed else "kept (its passages answer)"
             err_console.print(
-                f"document {doc!r}: its archived text is damaged; ingest it again",
+                f"document {doc!r}: its archived text is damaged, {what}; ingest it again",
                 markup=False,
                 highlight=False,
                 soft_wrap=True,

@@ -290,7 +290,11 @@ _SQLITE_DISK = (
     ("disk i/o error", "io", errno.EIO),
     ("unable to open database file", "open", None),
 )
-_SQLITE_DAMAGE = ("database disk image is malformed", "file is not a database")
+_SQLITE_DAMAGE = (
+    "database disk image is malformed",
+    "file is not a database",
+    "could not decode to utf-8",  # a flipped byte in a text column
+)
 _FIXES = {
     "full": "the disk is full: free space (or move the store to a larger disk) and retry",
     "read-only": "the filesystem is read-only: open the store with read_only=True to read it, "

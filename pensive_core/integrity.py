@@ -96,7 +96,8 @@ def verify_store(path: str | Path, config: Any = None) -> dict[str, Any]:
                 _problem(
                     "archive",
                     db_path,
-                    f"{len(bad_docs)} document body(ies) do not decompress: "
+                    f"{len(bad_docs)} document(s) damaged (body, metadata or a passage's "
+                    "text): "
                     f"{', '.join(map(repr, bad_docs[:5]))}; ingest them again",
                 )
             )
@@ -231,6 +232,13 @@ def repair_files(path: str | Path, config: Any = None) -> dict[str, Any]:
     try:
         archive = storage.open_archive()
         cfg = load_config(config, base=archive.get_meta("config"))
+        # documents whose passages' text a damaged page garbled cannot be indexed or shown:
+        # they go (reported, to ingest again), and the next writer drops their passages
+        out["removed"] = archive.drop_unreadable() if before["documents_damaged"] else []
+        if out["removed"]:  # the indexes still hold their passages: rebuilt without them
+            parts.add("bm25")
+            if cfg.backend.name in LOCAL_BACKENDS:
+                parts.add("vectors")
         rows = archive.indexed_passages()
         if "bm25" in parts:
             _rebuild_bm25(folder, cfg, rows)
@@ -243,7 +251,7 @@ def repair_files(path: str | Path, config: Any = None) -> dict[str, Any]:
             l1 = folder / "l1.sqlite"
             if l1.exists():  # answers computed on the damaged indexes are not kept either
                 out["moved_aside"].append(str(move_aside(l1)))
-        if out["rebuilt"]:
+        if out["rebuilt"] or out["removed"]:
             archive.mark_dirty()  # the next writer reconciles and indexes what is pending
     finally:
         storage.close()

@@ -25,7 +25,7 @@ from ..backends.registry import create_backend
 from ..cache import L1Cache
 from ..config import BM25Config, RouterConfig
 from ..context.cache import ContextCache
-from ..errors import PensiveError, StorageError
+from ..errors import CorruptStoreError, PensiveError, StorageError
 from ..graph.learning import BaseLevel, Hebbian, LearningConfig
 from ..graph.store import GraphStore
 from ..item_table import ItemTable
@@ -124,8 +124,33 @@ class EmbeddedStorage:
     def open_archive(self) -> Archive:
         """The archive (``pensive.sqlite``), whose connection the other SQLite parts share."""
         if self.archive is None:
+            self._check_archive_present()
             self.archive = Archive(self.path / ARCHIVE_FILE, read_only=self.read_only)
         return self.archive
+
+    def _check_archive_present(self) -> None:
+        """Refuse a store whose indexes exist but whose archive is gone or empty: SQLite would
+        take a 0-byte file for a new database, and reconciling the indexes with an empty
+        archive would then remove every passage."""
+        file = self.path / ARCHIVE_FILE
+        wal = self.path / (ARCHIVE_FILE + "-wal")
+        if file.exists() and file.stat().st_size > 0:
+            return
+        if wal.exists() and wal.stat().st_size > 0:
+            return  # not yet checkpointed: SQLite reads it from the log
+        indexes = [self.path / "bm25" / "bm25.json"]
+        indexes += [
+            d / m for d in self.path.glob("vectors*") for m in ("faiss.json", "memory.json")
+        ]
+        found = [p for p in indexes if p.exists()]
+        if found:
+            raise CorruptStoreError(
+                f"the archive {file} is missing or empty, but the store's indexes exist "
+                f"({found[0].relative_to(self.path)}): the archive, the store's source of "
+                "truth, was lost or truncated. Nothing was changed; restore the store folder "
+                "from a backup (`pensive repair` rebuilds indexes from the archive, not the "
+                "archive)"
+            )
 
     def _db(self) -> Any:
         if self.archive is None:
@@ -133,8 +158,22 @@ class EmbeddedStorage:
         return self.archive.db
 
     def open_sparse(self, cfg: BM25Config) -> SparseIndex:
-        """The BM25 segments under ``bm25/``."""
-        return BM25Index(self.path / "bm25", cfg)
+        """The BM25 segments under ``bm25/``.
+
+        Raises:
+            CorruptStoreError: If the archive has indexed passages but no BM25 manifest exists
+                (a missing manifest would read as an empty index: silently other answers).
+        """
+        index = BM25Index(self.path / "bm25", cfg)
+        manifest = self.path / "bm25" / "bm25.json"
+        if index.n_live == 0 and not manifest.exists() and self.archive is not None:
+            n = self.archive.indexed_passage_count()
+            if n:
+                raise CorruptStoreError(
+                    f"{manifest} is missing, but the archive lists {n} indexed passages: the "
+                    "BM25 index was lost; run `pensive repair` to rebuild it from the archive"
+                )
+        return index
 
     def vectors_place(self) -> str:
         """The folder of the current vector index (``vectors``, or ``vectors.N`` after a move)."""

@@ -233,3 +233,48 @@ def test_verify_and_repair_on_the_command_line(store):
     assert "rebuilt vectors" in fixed.stdout.decode()
     with Pensive(folder, read_only=True) as p:
         assert same(answers(p), want) and counts(p) == n
+
+
+def test_an_emptied_archive_is_refused_and_the_indexes_are_kept(store):
+    folder, want, n = store
+    (folder / "pensive.sqlite").write_bytes(b"")  # truncated to nothing (SQLite: a new file)
+    before = sorted(p.name for p in (folder / "vectors").iterdir())
+    for read_only in (True, False):  # a writer used to reconcile every passage away
+        with pytest.raises(CorruptStoreError, match="pensive.sqlite"):
+            Pensive(folder, config=CFG, read_only=read_only)
+    assert sorted(p.name for p in (folder / "vectors").iterdir()) == before
+    assert (folder / "bm25" / "bm25.json").exists()
+
+
+def test_a_missing_bm25_manifest_is_refused_not_read_as_empty(store):
+    folder, want, n = store
+    (folder / "bm25" / "bm25.json").unlink()
+    for read_only in (True, False):
+        with pytest.raises(CorruptStoreError, match="bm25.json"):
+            Pensive(folder, read_only=read_only)
+    repair_store(folder)
+    with Pensive(folder, read_only=True) as p:
+        assert same(answers(p), want) and counts(p) == n
+
+
+def test_a_garbled_passage_text_is_a_corrupt_store_error_found_and_repaired(store):
+    folder, want, n = store
+    db = sqlite3.connect(folder / "pensive.sqlite")
+    text = db.execute("SELECT text FROM chunks WHERE doc_id='a6'").fetchone()[0]
+    db.close()
+    raw = (folder / "pensive.sqlite").read_bytes()
+    at = raw.find(text.encode("utf-8"))
+    assert at > 0
+    with open(folder / "pensive.sqlite", "r+b") as f:  # one byte that is no UTF-8
+        f.seek(at + 3)
+        f.write(b"\xff")
+    with Pensive(folder, read_only=True) as p, pytest.raises(CorruptStoreError, match="sqlite"):
+        p.query("which door does lantern a6 hang by", k=5)  # never a raw sqlite3 error
+    report = verify_store(folder)
+    assert not report["ok"] and report["documents_damaged"] == ["a6"]
+    fixed = repair_store(folder)
+    assert fixed["removed"] == ["a6"]
+    assert verify_store(folder)["ok"]
+    with Pensive(folder, read_only=True) as p:
+        assert p.query(QUERIES[1], k=5).hits[0].doc_id != "a6"  # gone, the rest answer
+        assert counts(p) == (n[0] - 1, n[1] - 1, n[2] - 1, n[3] - 1)
