@@ -26,6 +26,7 @@ from ..cache import L1Cache
 from ..config import BM25Config, RouterConfig
 from ..context.cache import ContextCache
 from ..errors import CorruptStoreError, PensiveError, StorageError
+from ..files import connect
 from ..graph.learning import BaseLevel, Hebbian, LearningConfig
 from ..graph.store import GraphStore
 from ..item_table import ItemTable
@@ -58,6 +59,7 @@ class EmbeddedStorage:
         self.path = path
         self.read_only = read_only
         self.archive: Archive | None = None
+        self._stats_db: sqlite3.Connection | None = None
         self._lock_handle: Any = None
 
     def exists(self) -> bool:
@@ -255,8 +257,18 @@ class EmbeddedStorage:
             return L1Cache(path, *args)
 
     def open_query_stats(self) -> RouterStats:
-        """Per-tier statistics, a table in ``pensive.sqlite``."""
-        return RouterStats(self._db())
+        """Per-tier statistics, a table in ``pensive.sqlite``. A reader counts its queries
+        there too, through a connection of its own that may write (the archive's reads only),
+        unless the store cannot be written (a read-only filesystem): then in memory."""
+        db = self._db()
+        file = self.path / ARCHIVE_FILE
+        if self.read_only and os.access(file, os.W_OK) and os.access(self.path, os.W_OK):
+            try:
+                self._stats_db = connect(file, timeout=5.0)
+                db = self._stats_db
+            except sqlite3.Error as exc:
+                log.debug("query statistics stay in memory: %s", exc)
+        return RouterStats(db)
 
     def open_context_cache(self) -> ContextCache:
         """The LLM context cache, a table in ``pensive.sqlite`` (made on first use)."""
@@ -280,7 +292,10 @@ class EmbeddedStorage:
         return sum(p.stat().st_size for p in self.path.rglob("*") if p.is_file())
 
     def close(self) -> None:
-        """Close the archive's connection."""
+        """Close the archive's connection (and a reader's statistics connection)."""
+        if self._stats_db is not None:
+            self._stats_db.close()
+            self._stats_db = None
         if self.archive is not None:
             self.archive.close()
 
