@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 from .. import deadline
 from ..config import PensiveConfig, load_config, read_config_source, redacted
@@ -378,6 +379,21 @@ class _Guard:
 
         async def reply(status: int, code: str, message: str) -> None:
             await _error_response(status, code, message, rid)(scope, receive, send)
+
+        # the path and query are percent-decoded by the framework with bad bytes replaced:
+        # two different non-UTF-8 session ids would both become "\ufffd\ufffd" and share a
+        # session, so they are refused here, before any route decodes them
+        for part, raw in (("path", scope.get("raw_path")), ("query", scope.get("query_string"))):
+            try:
+                unquote_to_bytes(bytes(raw or b"")).decode("utf-8")
+            except UnicodeDecodeError as exc:
+                await reply(
+                    400,
+                    "invalid_utf8",
+                    f"the URL's {part} is not UTF-8 once percent-decoded (byte {exc.start}); "
+                    "percent-encode UTF-8",
+                )
+                return
 
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_body:

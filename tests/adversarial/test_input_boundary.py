@@ -297,6 +297,23 @@ def test_reading_an_unknown_session_is_404_and_creates_nothing(unchanged, method
         assert sid in r.json()["error"]["message"]
 
 
+@pytest.mark.parametrize(
+    "method, path",
+    [
+        ("POST", "/v1/conversations/%ED%A0%80/turns"),  # a lone surrogate, UTF-8 encoded
+        ("POST", "/v1/conversations/%FF%FE/turns"),
+        ("GET", "/v1/conversations/%C0%AF/turns"),  # an overlong '/'
+        ("GET", "/v1/documents/%FF"),
+        ("GET", "/v1/stats?namespace=%FF"),
+    ],
+)
+def test_a_url_that_is_not_utf8_is_refused_not_replaced(unchanged, method, path):
+    # decoded with replacement, different bad ids became the same "\ufffd\ufffd" session
+    body = json.dumps({"role": "user", "text": "secret of client A"}).encode()
+    r = unchanged.send(method, path, body if method == "POST" else None, "application/json")
+    refused(r, 400, "invalid_utf8")
+
+
 # -- D7: messages name what the client sent, never where the server keeps it ---------------------
 def test_not_found_messages_are_clean(unchanged):
     body = refused(unchanged.get("/v1/documents/nope"), 404, "not_found")
