@@ -332,3 +332,23 @@ def test_a_delete_that_fails_is_not_served_from_the_cache(tmp_path):
         assert "z" not in {h.doc_id for h in res.hits}, res.tier
     with Pensive(tmp_path, config=cfg) as p:
         assert counts(p) == (3, 3, 3, 3)
+
+
+def test_a_reader_elsewhere_stops_serving_the_cache_after_a_failed_delete(tmp_path):
+    cfg = {**CFG, "backend": {"name": "tests.adversarial.test_failed_changes:FailingDeletes"}}
+    with Pensive(tmp_path, config=cfg) as p:
+        p.ingest([*docs("a", 3), Document(id="z", text="The zeppelin floats above the town.")])
+    reader = Pensive(tmp_path, read_only=True)
+    with Pensive(tmp_path, config=cfg) as p:
+        first = reader.query("zeppelin floats", k=3)
+        assert first.hits[0].doc_id == "z"
+        assert reader.query("zeppelin floats", k=3).tier == "L1"  # in the reader's memory
+        FailingDeletes.fail = True
+        try:
+            with pytest.raises(ConnectionError):
+                p.delete("z")
+        finally:
+            FailingDeletes.fail = False
+        res = reader.query("zeppelin floats", k=3)
+        assert res.tier != "L1" and "z" not in {h.doc_id for h in res.hits}
+    reader.close()
