@@ -209,17 +209,23 @@ def fillers() -> list[Document]:  # enough passages that one more is not a bulk 
     ]
 
 
+def interrupt_at(point: str):
+    """A hook listener that interrupts the change on entering ``point``."""
+
+    def listener(at, event):
+        if at == point and event == "enter":
+            raise KeyboardInterrupt
+
+    return listener
+
+
 def test_an_invalidation_that_fails_leaves_no_stale_answer(tmp_path):
     cfg = {"embedder": {"name": "hash", "dim": 256}}
     with Pensive(tmp_path, config=cfg) as p:
         p.ingest([*fillers(), heron(0)])
         assert herons(p) == ["heron0"] and herons(p) == ["heron0"]  # now cached
 
-        def fail(point, event):
-            if point == "l1-invalidate" and event == "enter":
-                raise KeyboardInterrupt
-
-        remove = hooks.add_listener(fail)
+        remove = hooks.add_listener(interrupt_at("l1-invalidate"))
         try:
             with pytest.raises(KeyboardInterrupt):
                 p.ingest([heron(1)])
@@ -291,11 +297,7 @@ def test_a_failure_after_the_commit_point_says_the_change_was_committed(tmp_path
     with Pensive(tmp_path, config={"embedder": {"name": "hash", "dim": 64}}) as p:
         p.ingest(docs("a", 2))
 
-        def fail(point, event):
-            if point == "l1-invalidate" and event == "enter":
-                raise KeyboardInterrupt
-
-        remove = hooks.add_listener(fail)
+        remove = hooks.add_listener(interrupt_at("l1-invalidate"))
         try:
             with pytest.raises(KeyboardInterrupt) as info:
                 p.ingest(docs("b", 1, word="compass"))
@@ -316,17 +318,22 @@ class FailingDeletes(MemoryBackend):
         return super().delete(ids, namespace=namespace)
 
 
+def failed_delete(p: Pensive, doc_id: str) -> None:
+    """Delete ``doc_id`` with the backend's deletes failing (the caller sees the error)."""
+    FailingDeletes.fail = True
+    try:
+        with pytest.raises(ConnectionError):
+            p.delete(doc_id)
+    finally:
+        FailingDeletes.fail = False
+
+
 def test_a_delete_that_fails_is_not_served_from_the_cache(tmp_path):
     cfg = {**CFG, "backend": {"name": "tests.adversarial.test_failed_changes:FailingDeletes"}}
     with Pensive(tmp_path, config=cfg) as p:
         p.ingest([*docs("a", 3), Document(id="z", text="The zeppelin floats above the town.")])
         assert p.query("zeppelin floats", k=3).hits[0].doc_id == "z"  # cached
-        FailingDeletes.fail = True
-        try:
-            with pytest.raises(ConnectionError):
-                p.delete("z")
-        finally:
-            FailingDeletes.fail = False
+        failed_delete(p, "z")
         # the archive no longer has it: no tier shows it, the cache neither
         res = p.query("zeppelin floats", k=3)
         assert "z" not in {h.doc_id for h in res.hits}, res.tier
@@ -343,12 +350,7 @@ def test_a_reader_elsewhere_stops_serving_the_cache_after_a_failed_delete(tmp_pa
         first = reader.query("zeppelin floats", k=3)
         assert first.hits[0].doc_id == "z"
         assert reader.query("zeppelin floats", k=3).tier == "L1"  # in the reader's memory
-        FailingDeletes.fail = True
-        try:
-            with pytest.raises(ConnectionError):
-                p.delete("z")
-        finally:
-            FailingDeletes.fail = False
+        failed_delete(p, "z")
         res = reader.query("zeppelin floats", k=3)
         assert res.tier != "L1" and "z" not in {h.doc_id for h in res.hits}
     reader.close()
