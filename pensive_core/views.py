@@ -27,6 +27,7 @@ class GraphViews:
             tuple[tuple[int, int], GraphView, Any, dict[str, int], ActivationConfig] | None
         ) = None
         self._reach: tuple[GraphView, Any, Any] | None = None
+        self._ends: tuple[GraphView, dict[str, list[tuple[str, int]]]] | None = None
 
     def activation_config(self) -> ActivationConfig:
         """``[graph]``'s spreading settings."""
@@ -67,6 +68,20 @@ class GraphViews:
             linked = (view.edges["mentioned_in"] + view.edges["about"]).tocsr()
             self._reach = (view, linked, linked.tocsc())
         return self._reach[1], self._reach[2]
+
+    def named_as(self, view: GraphView, index: dict[str, int], key: str) -> list[int]:
+        """The entity rows that name ``key``: its own, and every longer name ending with it
+        (an opener the extractor kept: "surprisingly caroline" names "caroline")."""
+        if self._ends is None or self._ends[0] is not view:
+            ends: dict[str, list[tuple[str, int]]] = {}
+            for row, node in enumerate(view.nodes):
+                if node.startswith("e:") and " " in node:
+                    ends.setdefault(node.rsplit(" ", 1)[1], []).append((node[2:], row))
+            self._ends = (view, ends)
+        own = index.get("e:" + key)
+        last = key.rsplit(" ", 1)[-1]
+        longer = [r for k, r in self._ends[1].get(last, ()) if k.endswith(" " + key)]
+        return ([own] if own is not None else []) + longer
 
 
 class TemporalViews:

@@ -82,6 +82,28 @@ _FUNCTION = {
     "both", "each", "every", "all", "some", "many", "most", "such", "other", "another", "one",
     "new", "first", "then", "thus", "so", "because", "according", "despite", "neither",
     "either", "none", "nor", "yet", "still", "even", "only", "just", "now", "today",
+    # prepositions and adverbs that open a sentence before a name ("Over Christmas Caroline
+    # visited...", "Later that year Hana Kraind left"), and greetings before one ("Hey Mel")
+    "over", "under", "about", "above", "across", "along", "around", "behind", "below",
+    "beside", "besides", "between", "beyond", "into", "onto", "upon", "within", "through",
+    "throughout", "toward", "towards", "against", "among", "amid", "via", "unlike", "like",
+    "last", "next", "later", "earlier", "yesterday", "tomorrow", "tonight", "recently",
+    "lately", "afterwards", "afterward", "finally", "eventually", "meanwhile", "sometimes",
+    "usually", "often", "once", "twice", "again", "back", "maybe", "perhaps", "honestly",
+    "actually", "basically", "luckily", "unfortunately", "fortunately", "apparently",
+    "obviously", "clearly", "anyway", "instead", "otherwise", "therefore", "hence", "indeed",
+    "well", "oh", "ok", "okay", "hey", "hi", "hello", "thanks", "thank", "dear", "congrats",
+    "congratulations", "wow", "yeah", "yep", "sure", "please", "sorry", "me", "him",
+    "them", "us", "everyone", "someone", "anyone", "nobody", "somebody", "everybody",
+}  # fmt: skip
+# times of the year or week: after an opener they say when, not who ("In June Caroline went",
+# "After Easter Caroline..."); a name they open stays whole ("June Carter", "Christmas Island")
+_TIME_WORDS = {
+    "january", "february", "march", "april", "may", "june", "july", "august", "september",
+    "october", "november", "december", "monday", "tuesday", "wednesday", "thursday", "friday",
+    "saturday", "sunday", "christmas", "xmas", "easter", "thanksgiving", "halloween",
+    "hanukkah", "ramadan", "diwali", "eid", "passover", "year", "year's", "spring", "summer",
+    "autumn", "fall", "winter", "weekend", "morning", "evening", "night",
 }  # fmt: skip
 _MONTHS = (
     "January|February|March|April|May|June|July|August|September|October|November|December|"
@@ -102,6 +124,7 @@ _NAME_RE = re.compile(
     rf"\b{_WORD}(?:[^\S\n]+(?:(?:{'|'.join(sorted(_CONNECTORS))})[^\S\n]+)*{_WORD})*"
 )
 _TOKEN_RE = re.compile(r"\S+")
+_LAST_WORD = re.compile(r"\b(\w+)[^\S\n]+$")  # the word just before a name, on its line
 _ID_RE = re.compile(r"\b(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[A-Za-z0-9]+(?:[-_/][A-Za-z0-9]+)*\b")
 _QTY_RE = re.compile(
     rf"(?:[$€£¥]\s?)?\b\d[\d,]*(?:\.\d+)?(?:\s?(?:{_UNITS})\b|(?<=\d)%)|[$€£¥]\s?\d[\d,]*(?:\.\d+)?"
@@ -180,8 +203,17 @@ class RuleExtractor:
                 words.pop()
             # a capitalised function word opening a sentence is not part of a name, nor are
             # honorifics or connectors left leading
+            # opened by a word before the run too: "back in March Caroline", "since May Bo"
+            before = _LAST_WORD.search(text, max(0, m.start() - 40), m.start())
+            opened = before is not None and before.group(1).casefold() in _FUNCTION
             while words and words[0][0].casefold() in _FUNCTION | _HONORIFICS | _CONNECTORS:
                 words.pop(0)
+                opened = True
+            # a time word after an opener, with more of the run after it: "In June Caroline"
+            while opened and len(words) > 1 and words[0][0].casefold() in _TIME_WORDS:
+                words.pop(0)
+                while words and words[0][0].casefold() in _FUNCTION | _CONNECTORS:
+                    words.pop(0)
             if not words or len(words) > self.max_words:
                 continue
             start = words[0][1]

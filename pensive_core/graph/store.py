@@ -39,8 +39,9 @@ __all__ = ["EDGE_TYPES", "SCHEMA_VERSION", "GraphStore", "GraphTables", "GraphVi
 
 EDGE_TYPES = GRAPH_EDGES  # the config validates edge weights against the same names
 #: Bumped when what is stored per document changes: a store built by another version is
-#: rebuilt from its archive when opened for writing.
-SCHEMA_VERSION = 2
+#: rebuilt from its archive when opened for writing. 3: the rule extractor no longer merges a
+#: sentence's opener, a time word after it or a greeting into the name that follows.
+SCHEMA_VERSION = 3
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS graph_entities (

@@ -52,16 +52,21 @@ class AggregationStage:
         if self._words is None:
             self._words = Tokenizer(comps.config.bm25.stemmer, comps.config.bm25.stopwords)
         words = self._words
+        views = comps.graph_views
         ask = parse_aggregation(
-            text, lambda key: "e:" + key in index, words.tokenize, comps.words.stopwords
-        )
+            text, lambda key: bool(views.named_as(view, index, key)), words.tokenize,
+            comps.words.stopwords,
+        )  # fmt: skip
         if ask is None:
             return None
-        linked = comps.graph_views.naming(view)[0]
+        linked = views.naming(view)[0]
         found: set[int] | None = None
+        named = {key: views.named_as(view, index, key) for key in ask.entities}
         for key in ask.entities:
-            row = linked.getrow(index["e:" + key])
-            cols = set(row.indices[row.data > 0].tolist())
+            cols: set[int] = set()
+            for entity in named[key]:  # its own name, and longer names ending with it
+                row = linked.getrow(entity)
+                cols |= set(row.indices[row.data > 0].tolist())
             found = cols if found is None else found & cols
         ids = sorted(view.nodes[i] for i in found or ())
         if where is not None:
@@ -84,7 +89,7 @@ class AggregationStage:
         total = 0
         for r in kept:
             i = index[r.id]
-            total += int(sum(mentions[i, index["e:" + key]] for key in ask.entities))
+            total += int(sum(mentions[i, e] for key in ask.entities for e in named[key]))
         limit = comps.config.graph.aggregate_limit
         hits = [
             Hit(

@@ -98,3 +98,41 @@ def test_aggregation_follows_deletes_and_can_be_switched_off(tmp_path):
     with Pensive(tmp_path, config=off) as p:
         res = p.query(q, k=2)
     assert res.aggregation is None and len(res.hits) == 2
+
+
+# Written before the fix (issue 25): four visits, each sentence opened differently; a fifth
+# names only Lisbon, a sixth names another Caroline-free trip.
+OPENED = [
+    ("v1", 2, "In June Caroline went to Lisbon with her sister."),
+    ("v2", 4, "Over Christmas Caroline visited Lisbon again."),
+    ("v3", 6, "Caroline flew to Lisbon for a conference."),
+    ("v4", 8, "Hey Mel, guess what: Last weekend Caroline was back in Lisbon!"),
+    ("v5", 10, "Lisbon was rainy all week, Mel said."),
+    ("v6", 12, "In July Melanie went to Porto."),
+]
+
+
+def test_aggregation_counts_every_sentence_whatever_opens_it(tmp_path):
+    docs = [Document(id=i, text=t, timestamp=day(d)) for i, d, t in OPENED]
+    with Pensive(tmp_path, config=GRAPH) as p:
+        p.ingest(docs)
+        res = p.query("How many times did Caroline go to Lisbon?")
+        porto = p.query("How many times did Melanie go to Porto?")
+    assert res.aggregation is not None and res.aggregation.count == 4
+    assert [h.doc_id for h in res.hits] == ["v1", "v2", "v3", "v4"]
+    assert porto.aggregation is not None and porto.aggregation.count == 1
+
+
+def test_an_opener_the_extractor_keeps_still_counts(tmp_path):
+    # "Surprisingly" is no word the extractor knows opens a sentence: the name it makes,
+    # "Surprisingly Caroline", ends with Caroline and is counted as hers
+    docs = [
+        Document(id="a", text="Surprisingly Caroline went to Lisbon.", timestamp=day(1)),
+        Document(id="b", text="Caroline loved Lisbon.", timestamp=day(2)),
+        Document(id="c", text="Caroline Bell went to Lisbon.", timestamp=day(3)),
+    ]
+    with Pensive(tmp_path, config=GRAPH) as p:
+        p.ingest(docs)
+        res = p.query("How many times did Caroline go to Lisbon?")
+    # "Caroline Bell" may be someone else: a longer name only counts when it ends with hers
+    assert [h.doc_id for h in res.hits] == ["a", "b"] and res.aggregation.count == 2

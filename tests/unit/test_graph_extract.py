@@ -88,3 +88,44 @@ def test_names_stay_on_their_line_and_keep_every_letter():
     assert keys == ["christopher nolan", "christopher edward nolan"]
     spans = [text[m.start : m.end] for m in RuleExtractor().extract(text)]
     assert spans == ["Christopher Nolan", "Christopher Edward  Nolan"]
+
+
+# Written before the fix (issue 25): how people open a sentence before a name. The opener, a
+# time word after it, or a greeting is not part of the name that follows it.
+OPENED = [
+    ("In June Caroline went to Lisbon.", "Caroline"),
+    ("Over Christmas Caroline visited Lisbon again.", "Caroline"),
+    ("Last Christmas Caroline stayed home.", "Caroline"),
+    ("On Monday Caroline flew out.", "Caroline"),
+    ("Yesterday Caroline got back.", "Caroline"),
+    ("After Easter Caroline took the train.", "Caroline"),
+    ("Around New Year Caroline moved.", "Caroline"),
+    ("Back in March Caroline was there.", "Caroline"),
+    ("Finally Caroline made it.", "Caroline"),
+    ("Honestly Caroline loved it.", "Caroline"),
+    ("Next Tuesday Caroline returns.", "Caroline"),
+    ("This weekend Caroline is away.", "Caroline"),
+    ("Hey Caroline, how was it?", "Caroline"),
+    ("Thanks Caroline!", "Caroline"),
+    ("Dear Caroline Bell, welcome.", "Caroline Bell"),
+    ("Later that year Hana Kraind left.", "Hana Kraind"),
+]
+
+
+@pytest.mark.parametrize(("text", "name"), OPENED)
+def test_a_sentence_opening_does_not_merge_into_the_name(text, name):
+    names = [t for kind, t in found(text) if kind == "name"]
+    assert names[0] == name
+
+
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [
+        ("June Carter sang in Lisbon.", "June Carter"),  # a time word opening a name stays
+        ("Christmas Island lies south of Java.", "Christmas Island"),
+        ("She met Caroline in June.", "Caroline"),
+        ("The Bank of England raised rates.", "Bank of England"),
+    ],
+)
+def test_names_that_start_with_a_time_word_stay_whole(text, name):
+    assert ("name", name) in found(text)
