@@ -210,6 +210,9 @@ class FusionConfig(_Section):
     k: int = Field(60, ge=1)  # the RRF constant, used when method = "rrf"
     weights: dict[str, float] = Field(default_factory=lambda: {"dense": 0.7, "bm25": 1.0})
     depth: int = Field(100, ge=1, le=10_000)  # candidates taken from each retriever
+    # a question asked with ``context=`` that names nothing itself ("Where did she grow up?")
+    # is retrieved with up to this many names the context says appended (0: off)
+    context_names: int = Field(3, ge=0, le=20)
 
     @field_validator("weights")
     @classmethod
@@ -308,7 +311,8 @@ class GraphConfig(_Section):
     seed_hits: int = Field(3, ge=0, le=100)  # L2's top passages that seed activation
     query_entities: float = Field(0.0, ge=0.0, le=1.0)  # seed weight of names in the question
     cycles: int = Field(1, ge=1, le=5)  # recall cycles: each seeds from the last one's top
-    context_gain: float = Field(1.0, ge=0.0)  # activation x (1 + gain * context's activation)
+    # with ``context=``: each fused score x (1 + gain * the context's activation of it)
+    context_gain: float = Field(1.0, ge=0.0)
     entity_weight: float = Field(0.3, ge=0.0)  # entity nodes relative to passages (1.0)
     # the focused hop, at this share of a passage's score (0: off): in L2's top ``focus_hits``
     # passages and those naming a rare name the question says, the names beside it in the

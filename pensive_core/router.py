@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from .query.aggregate import AggregationStage
 from .query.confidence import confidence
+from .query.context import ContextStage
 from .query.escalate import Escalation, exact_needles, fts_all, fts_any, missing_needles
 from .query.filtering import AllowedPassages
 from .query.graph import GraphStage
@@ -71,6 +72,7 @@ class Router:
         self.aggregation = AggregationStage(comps, self.allowed)
         self.retrieval = HybridRetrieval(comps)
         self.graph = GraphStage(comps)
+        self.context = ContextStage(comps)
         self.hits = HitBuilder(comps)
         self.rerank = RerankStage(comps)
         self.escalation = Escalation(comps)
@@ -135,8 +137,10 @@ class Router:
         state.intent = self.temporal.intent(state.text)
         # every indexed passage is in both indexes: no count asked of a remote backend
         if comps.sparse.n_live and (state.allowed is None or state.allowed):
+            self.context.expand(state)
             self.retrieval.run(state)
             self.graph.run(state)
+            self.context.raise_scores(state)
             self.temporal.run(state)
             if state.allowed is not None:  # a surfaced statement must pass the filter too
                 state.fused = [f for f in state.fused if f.id in state.allowed]

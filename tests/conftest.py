@@ -94,12 +94,14 @@ def wait_ready(url: str, timeout_s: float = 120.0) -> None:
 
 
 def l2_state(p, text: str, k: int = 5, context=()):
-    """The L2 stages a question passes before temporal resolution (dense, BM25, fusion, the
-    graph and the learning boost), run one by one through the store's router: the candidate
+    """The L2 stages a question passes before temporal resolution (the context's names, dense,
+    BM25, fusion, the graph and the learning boost, the context's activation), run one by one through the store's router: the candidate
     lists, the fused order and the graph's seeds are in the returned QueryState."""
     from pensive_core.query import QueryState
 
     state = QueryState(text, k, context=tuple(context))
+    p.router.context.expand(state)
     p.router.retrieval.run(state)
     p.router.graph.run(state)
+    p.router.context.raise_scores(state)
     return state

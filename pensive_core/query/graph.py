@@ -1,5 +1,5 @@
 """The graph stage: spreading activation from L2's top passages (and the question's names),
-the focused hop, the context's activation, and the learning boost.
+the focused hop, and the learning boost (a question's context: :mod:`.context`).
 
 Activation's passages are fused with L2's lists as a third list (``graph``, at ``[graph]
 weight``); with ``[graph] cycles`` > 1 each cycle seeds from what the last one recalled. The
@@ -65,12 +65,11 @@ class GraphStage:
                 cfg = comps.config.fusion
                 state.weights["graph"] = g.weight
                 seeds: dict[int, float] = {}
-                ctx = self.context_activation(state.context) if state.context else None
                 grown: dict[int, float] = {}
                 for _ in range(g.cycles):
                     # each cycle seeds from what the last one recalled
                     graph_list, grown = self.activate(
-                        state.text, state.fused, cfg.depth, state.allowed, seeds, ctx
+                        state.text, state.fused, cfg.depth, state.allowed, seeds
                     )
                     state.lists["graph"] = graph_list
                     state.fused = fuse(cfg.method, state.lists, state.weights, cfg.k, FROM_ZERO)
@@ -98,20 +97,6 @@ class GraphStage:
                     seeds[row] = weight
         return seeds
 
-    def context_activation(self, context: Sequence[str]) -> np.ndarray | None:
-        """Activation spread from the entities the context (recent turns, say) names, scaled
-        to a maximum of 1; None when it names none the graph knows."""
-        assert self._comps.graph_views is not None
-        view, matrix, index, act_cfg = self._comps.graph_views.state()
-        seeds: dict[int, float] = {}
-        for piece in context:
-            seeds.update(self.question_seeds(piece, index, 1.0))
-        if not seeds:
-            return None
-        act = spread(view, seeds, act_cfg, matrix)
-        top = float(act.max())
-        return act / top if top > 0 else None
-
     # -- activation -------------------------------------------------------------------------
     def activate(
         self,
@@ -120,7 +105,6 @@ class GraphStage:
         depth: int,
         allowed: frozenset[str] | None,
         seeds: Mapping[int, float],
-        context: np.ndarray | None = None,
     ) -> tuple[list[tuple[str, float]], dict[int, float]]:
         """Passages the graph reaches from the question's entities and L2's top passages not
         yet seeds; returns them ranked, and the seeds used."""
@@ -163,9 +147,6 @@ class GraphStage:
             grown.update(focus)
         if direct:
             act[direct] = np.maximum(act[direct], g.focus * act_cfg.decay)
-        if context is not None:
-            # where the context's activation meets the question's, raise it (never lower it)
-            act = act * (1.0 + g.context_gain * context)
         ranked = top_chunks(view, act, depth if allowed is None else 10 * depth)
         if allowed is not None:
             ranked = [(c, s) for c, s in ranked if c in allowed][:depth]

@@ -37,6 +37,8 @@ class QueryState:
         cutoff: ``as_of`` (None: none).
         where: The metadata filter (None: none).
         context: Context pieces the question is asked in.
+        search_text: What dense and BM25 retrieve with ("": the question; see
+            :mod:`.context`).
         qvec: The question's vector (given when an answer is refreshed from L1's record).
         allowed: Ids of the passages the filter lets through (None: no filter).
         intent: The time the question asks about (None: none, or temporal resolution off).
@@ -55,6 +57,7 @@ class QueryState:
     cutoff: datetime | None = None
     where: Filter | None = None
     context: tuple[str, ...] = ()
+    search_text: str = ""
     qvec: np.ndarray | None = None
     allowed: frozenset[str] | None = None
     intent: TimeIntent | None = None

@@ -88,18 +88,28 @@ def test_context_raises_what_it_names_and_never_lowers(tmp_path):
     talk = ("We were just talking about Scott Derrickson.",)
     with Pensive(tmp_path, config=HASH_CONFIG) as p:
         p.ingest(DOCS)
-        plain = l2_state(p, Q).lists
-        ctx = l2_state(p, Q, context=talk).lists
-        other = l2_state(p, Q, context=("Ada Park was here.",)).lists
+        plain = l2_state(p, Q)
+        ctx = l2_state(p, Q, context=talk)
+        other = l2_state(p, Q, context=("Ada Park was here.",))
+        nobody = l2_state(p, Q, context=("We talked about the weather.",))
         assert p.query(Q, k=3).tier == "L2" and p.query(Q, k=3).tier == "L1"
         res = p.query(Q, k=3, context=list(talk))  # with a context: never from the cache
         with pytest.raises(InputError, match="context"):
             p.query(Q, context=[42])
-    before, after = dict(plain["graph"]), dict(ctx["graph"])
-    assert set(after) == set(before) and all(after[c] >= s for c, s in before.items())
+    # the question names Sinister: it keeps its own words, and the context only raises
+    assert ctx.search_text == "" and plain.search_text == ""
+    before = {f.id: f.score for f in plain.fused}
+    after = {f.id: f for f in ctx.fused}
+    assert set(after) == set(before)
+    assert all(after[c].score >= s for c, s in before.items() if s >= 0)
     bio = next(c for c in before if c.startswith("bio#"))
-    assert after[bio] > before[bio]  # both the question and the context reach it
-    assert dict(other["graph"]) == before  # a context reaching nothing the question does
+    assert after[bio].score > before[bio] and "context" in after[bio].ranks
+    film = next(c for c in before if c.startswith("film#"))
+    assert after[film].score > before[film]  # it names Scott Derrickson too
+    ada = next(c for c in before if c.startswith("d0#"))
+    assert after[ada].score == before[ada]  # the context does not reach Ada Park
+    assert {f.id: f.score for f in other.fused}[ada] > before[ada]
+    assert [(f.id, f.score) for f in nobody.fused] == [(f.id, f.score) for f in plain.fused]
     assert res.tier == "L2"
 
 
