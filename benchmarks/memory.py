@@ -160,8 +160,8 @@ def run_locomo(store: Path, convs: list[dict[str, Any]]) -> dict[str, Any]:
                 )
                 singles[name] = s
             for qi, q in enumerate(conv["questions"]):
-                # even-numbered questions were the old tune half (the turn context was chosen
-                # on it); the recall weights are now chosen on the CHOOSING conversations
+                # even-numbered questions were the tune half (neighbour_weight and the turn
+                # context were chosen on it); odd-numbered ones were never looked at
                 row: dict[str, Any] = {
                     "conv": conv["id"],
                     "cat": q["cat"],

