@@ -143,7 +143,9 @@ def _scores(found: list[set[str]], gold: set[str]) -> tuple[float, float]:
     return float(bool(found[0] & gold)), float(gold <= found[0])
 
 
-def recall_table(rows: list[dict[str, Any]], selectors: tuple[str, ...] = SELECTORS) -> dict[str, Any]:
+def recall_table(
+    rows: list[dict[str, Any]], selectors: tuple[str, ...] = SELECTORS
+) -> dict[str, Any]:
     """Mean of every ``selector@k_mode`` score over ``rows`` (None when there are none)."""
     out: dict[str, Any] = {"n": len(rows)}
     for sel in selectors:
