@@ -40,6 +40,10 @@ from pensive_core import Pensive
 from pensive_core.memory.conversation import TurnContext
 
 PARTS = ("locomo", "prompt", "tiage", "hypervector")
+# issue 25: the hidden set is other conversations, so settings are chosen on whole conversations
+# (CHOOSING) and reported on the others (REPORTING), never on a split of one's questions
+CHOOSING = ("conv-26", "conv-41", "conv-43")
+REPORTING = ("conv-30", "conv-42")
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 SELECTORS = ("recent", "hypervector", "bm25", "dense", "pensive")
 ONE_LIST = {
@@ -139,6 +143,50 @@ def _scores(found: list[set[str]], gold: set[str]) -> tuple[float, float]:
     return float(bool(found[0] & gold)), float(gold <= found[0])
 
 
+def recall_table(
+    rows: list[dict[str, Any]], selectors: tuple[str, ...] = SELECTORS
+) -> dict[str, Any]:
+    """Mean of every ``selector@k_mode`` score over ``rows`` (None when there are none)."""
+    out: dict[str, Any] = {"n": len(rows)}
+    for sel in selectors:
+        for k in (5, 10):
+            for mode in ("any", "all"):
+                key = f"{sel}@{k}_{mode}"
+                out[key] = round(statistics.fmean(r[key] for r in rows), 4) if rows else None
+    return out
+
+
+def recall_tables(
+    rows: list[dict[str, Any]], selectors: tuple[str, ...] = SELECTORS
+) -> dict[str, Any]:
+    """Per-question rows (``conv``, ``cat``, ``split`` and the scores) summed up: overall
+    (adversarial questions apart), by category, on the old question halves, on the CHOOSING and
+    REPORTING conversations, and per conversation."""
+
+    def table(subset: list[dict[str, Any]]) -> dict[str, Any]:
+        return recall_table(subset, selectors)
+
+    answerable = [r for r in rows if r["cat"] != 5]
+    multi = [r for r in rows if r["cat"] == 1]
+    result: dict[str, Any] = {"overall": table(answerable)}
+    for split in ("tune", "heldout"):
+        result[f"overall_{split}"] = table([r for r in answerable if r["split"] == split])
+        result[f"multi-hop_{split}"] = table([r for r in multi if r["split"] == split])
+    for cat, name in CATEGORIES.items():
+        result[name] = table([r for r in rows if r["cat"] == cat])
+    for group, ids in (("choosing", CHOOSING), ("reporting", REPORTING)):
+        result[f"overall_{group}"] = table([r for r in answerable if r["conv"] in ids])
+        result[f"multi-hop_{group}"] = table([r for r in multi if r["conv"] in ids])
+    result["by_conversation"] = {
+        cid: {
+            "overall": table([r for r in answerable if r["conv"] == cid]),
+            "multi-hop": table([r for r in multi if r["conv"] == cid]),
+        }
+        for cid in dict.fromkeys(r["conv"] for r in rows)
+    }
+    return result
+
+
 def run_locomo(store: Path, convs: list[dict[str, Any]]) -> dict[str, Any]:
     """Recall of evidence turns per selector, by category."""
     per: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -156,9 +204,10 @@ def run_locomo(store: Path, convs: list[dict[str, Any]]) -> dict[str, Any]:
                 )
                 singles[name] = s
             for qi, q in enumerate(conv["questions"]):
-                # even-numbered questions were the tune half (neighbour_weight and the turn
-                # context were chosen on it); odd-numbered ones were never looked at
+                # even-numbered questions were the old tune half (the recall weights and the
+                # turn context were chosen on it); issue 25 chooses on the CHOOSING conversations
                 row: dict[str, Any] = {
+                    "conv": conv["id"],
                     "cat": q["cat"],
                     "n_gold": len(q["gold"]),
                     "split": "tune" if qi % 2 == 0 else "heldout",
@@ -184,28 +233,7 @@ def run_locomo(store: Path, convs: list[dict[str, Any]]) -> dict[str, Any]:
                 per["rows"].append(row)
             for s in singles.values():
                 s.close()
-    rows = per["rows"]
-
-    def table(subset: list[dict[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {"n": len(subset)}
-        for sel in SELECTORS:
-            for k in (5, 10):
-                for mode in ("any", "all"):
-                    key = f"{sel}@{k}_{mode}"
-                    out[key] = (
-                        round(statistics.fmean(r[key] for r in subset), 4) if subset else None
-                    )
-        return out
-
-    answerable = [r for r in rows if r["cat"] != 5]
-    result: dict[str, Any] = {"overall": table(answerable)}
-    for split in ("tune", "heldout"):
-        result[f"overall_{split}"] = table([r for r in answerable if r["split"] == split])
-        result[f"multi-hop_{split}"] = table(
-            [r for r in rows if r["cat"] == 1 and r["split"] == split]
-        )
-    for cat, name in CATEGORIES.items():
-        result[name] = table([r for r in rows if r["cat"] == cat])
+    result = recall_tables(per["rows"])
     result["latency_ms"] = {sel: percentiles(v) for sel, v in lat.items()}
     return result
 
@@ -272,14 +300,41 @@ def markdown(res: dict[str, Any]) -> str:
             *CATEGORIES.values(),
             "multi-hop_tune",
             "multi-hop_heldout",
+            "overall_choosing",
+            "multi-hop_choosing",
+            "overall_reporting",
+            "multi-hop_reporting",
         ):
-            t = loc[name]
+            t = loc.get(name)
+            if not t or not t["n"]:  # an older result, or no question of that kind
+                continue
             cells = [f"{t[f'{s}@10_any']:.3f}" for s in SELECTORS]
             lines.append(
                 f"| {name} | {t['n']} | "
                 + " | ".join(cells)
                 + f" | {t['pensive@5_any']:.3f} | {t['pensive@10_all']:.3f} |"
             )
+        by = loc.get("by_conversation")
+        if by:
+            lines += [
+                "",
+                "Per conversation (*choosing*: "
+                + ", ".join(CHOOSING)
+                + "; *reporting*: "
+                + ", ".join(REPORTING)
+                + "; settings are chosen on the choosing conversations only), @10 any:",
+                "",
+                "| conversation | split | n | pensive | bm25 | dense | multi-hop n | pensive multi-hop |",
+                "|---|---|---|---|---|---|---|---|",
+            ]
+            for cid, t in by.items():
+                o, m = t["overall"], t["multi-hop"]
+                split = "choosing" if cid in CHOOSING else "reporting" if cid in REPORTING else "-"
+                mh = "-" if m["pensive@10_any"] is None else f"{m['pensive@10_any']:.3f}"
+                lines.append(
+                    f"| {cid} | {split} | {o['n']} | {o['pensive@10_any']:.3f} | "
+                    f"{o['bm25@10_any']:.3f} | {o['dense@10_any']:.3f} | {m['n']} | {mh} |"
+                )
         lines += ["", "| selector | p50 ms | p95 ms |", "|---|---|---|"]
         for sel, pc in loc["latency_ms"].items():
             lines.append(f"| {sel} | {pc['p50']:.2f} | {pc['p95']:.2f} |")
