@@ -1,9 +1,8 @@
 import copy
 import math
+import random
 
 import pytest
-
-import random
 
 from pensive_core.fusion import fuse, rrf, weighted, zscale, zscore
 
@@ -167,7 +166,9 @@ def test_zscale_adds_a_ratio_list_as_weighted_does():
     assert out["z"] == pytest.approx(plain["z"] + 2.0 * 1.0)
     assert out["q"] == pytest.approx(0.0 + 2.0 * 0.5)
     assert out["x"] == pytest.approx(plain["x"])  # not reached: the graph adds 0
-    graph_as_weighted = {f.id: f.score for f in weighted({"graph": lists["graph"]}, None, ("graph",))}
+    graph_as_weighted = {
+        f.id: f.score for f in weighted({"graph": lists["graph"]}, None, ("graph",))
+    }
     assert out["q"] == pytest.approx(2.0 * graph_as_weighted["q"])
     via = {
         f.id: f.score for f in fuse("zscale", lists, {"dense": 1.0, "graph": 2.0}, 60, ("graph",))
