@@ -4,8 +4,8 @@ Everything runs in one process on the same passages and the same MiniLM vectors:
 embedded once, by Pensive's ingest, and the peers are built from those vectors. Documents are
 ranked by their best passage. Quality is reported on all judged train queries, on the old
 halves (even ids ``tune``, odd ids ``heldout``: ``tune_scifact`` chose on the first) and on the
-halves of a salted hash of the id (``choose``, ``report``: ``tune_scifact_fusion`` chose the
-fusion weights on the first; nothing was chosen on ``report``).
+halves of a salted hash of the id (``choose``, ``report``: ``tune_scifact_fusion`` compares
+fusion settings on the first; nothing is chosen on ``report``).
 
 Latency is per query, median over ``--repeats`` runs, then p50/p95 across queries; "retrieval"
 excludes the query embedding (peers get precomputed query vectors, Pensive's own embedding time
@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> None:
             "queries": len(queries),
             "qrels": "train",
             "splits": "heldout = odd query ids, tune = even; choose/report = "
-            "benchmarks.common.half_of (fusion weights chosen on choose)",
+            "benchmarks.common.half_of (nothing chosen on report)",
             "latency_queries": len(lat_q),
             "repeats": args.repeats,
             "k_passages": K,
@@ -215,9 +215,9 @@ def render(payload: dict[str, Any]) -> str:
         f"{d['corpus_docs']} abstracts -> {d['passages']} passages, {d['queries']} judged queries. "
         "Same passages and same all-MiniLM-L6-v2 vectors for every system; documents ranked by "
         "their best passage. nDCG@10 also on two splits of the queries: *report* (a salted-hash "
-        "half; the fusion weights were chosen on the other half, *choose*, by "
-        "`benchmarks.tune_scifact_fusion`) and the odd ids (*held-out* of the older tuning, "
-        "which chose on the even ids; looked at often since).\n",
+        "half on which nothing was chosen; `benchmarks.tune_scifact_fusion` compares fusion "
+        "settings on the other half, *choose*) and the odd ids (*held-out* of the older tuning, "
+        "which chose the default weights on the even ids; looked at often since).\n",
         "| system | nDCG@10 | R@10 | R@100 | nDCG@10 report | nDCG@10 held-out | "
         "retrieval p50 / p95 ms | end-to-end p50 / p95 ms |",
         "|---|---|---|---|---|---|---|---|",
