@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import platform
 import sys
@@ -36,6 +37,14 @@ def split_of(qid: str) -> str:
         return "tune" if int(qid) % 2 == 0 else "heldout"
     except ValueError:
         return "tune" if sum(map(ord, qid)) % 2 == 0 else "heldout"
+
+
+def half_of(qid: str) -> str:
+    """A second split of the queries, independent of id parity (issue 25): 'choose' or 'report'
+    by the parity of the first byte of a salted SHA-256 of the id. The parity halves had been
+    looked at too often to be held out any more; this one chooses nothing on 'report'."""
+    digest = hashlib.sha256(f"issue25-scifact:{qid}".encode()).digest()
+    return "choose" if digest[0] % 2 == 0 else "report"
 
 
 def doc_ranking(

@@ -13,13 +13,18 @@ import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Fused", "rrf", "weighted", "zscore", "fuse", "FUSERS"]
+__all__ = ["Fused", "rrf", "weighted", "zscore", "zscale", "fuse", "FUSERS"]
 
 Ranked = Sequence[tuple[str, float]]
 
 #: A list's scores whose spread (standard deviation, relative to the largest) is at most this
 #: are ties for :func:`zscore`.
 _TIE = 1e-9
+
+#: :func:`zscale` measures a list's scores above its lowest in units of this many of its
+#: standard deviations (the width of mean +- 3 sd, the span distribution-based score fusion
+#: maps to 0..1; a list of 100 normally spread scores spans about 5 sd).
+_UNIT = 6.0
 
 
 @dataclass(frozen=True)
@@ -132,6 +137,18 @@ def weighted(
     return _combine(lists, weights, contribution)
 
 
+def _stats(items: list[tuple[str, float]]) -> tuple[float, float]:
+    """A list's mean and standard deviation; the deviation is 0 when its scores are ties."""
+    scores = [s for _, s in items]
+    mean = sum(scores) / len(scores)
+    var = sum((s - mean) ** 2 for s in scores) / len(scores)
+    std = math.sqrt(var)
+    # scores equal but for rounding (0.005 and 0.005000000000000004) are ties: z-scoring
+    # them would turn the last bits of a float into a full unit of evidence (scores are
+    # scaled to a largest magnitude of 1, so this is relative)
+    return mean, std if std > _TIE else 0.0
+
+
 def zscore(lists: Mapping[str, Ranked], weights: Mapping[str, float] | None = None) -> list[Fused]:
     """Weighted sum of z-scored scores (distribution-based fusion).
 
@@ -147,28 +164,59 @@ def zscore(lists: Mapping[str, Ranked], weights: Mapping[str, float] | None = No
         Fused results, best first.
     """
 
-    def stats(items: list[tuple[str, float]]) -> tuple[float, float]:
-        scores = [s for _, s in items]
-        mean = sum(scores) / len(scores)
-        var = sum((s - mean) ** 2 for s in scores) / len(scores)
-        std = math.sqrt(var)
-        # scores equal but for rounding (0.005 and 0.005000000000000004) are ties: z-scoring
-        # them would turn the last bits of a float into a full unit of evidence (scores are
-        # scaled to a largest magnitude of 1, so this is relative)
-        return mean, std if std > _TIE else 0.0
-
     def contribution(_name: str, items: list[tuple[str, float]]) -> Callable[[int, float], float]:
-        mean, std = stats(items)
+        mean, std = _stats(items)
         return lambda _r, s: (s - mean) / std if std > 0 else 0.0
 
     def floor(_name: str, items: list[tuple[str, float]]) -> float:
-        mean, std = stats(items)
+        mean, std = _stats(items)
         return (min(s for _, s in items) - mean) / std if std > 0 else 0.0
 
     return _combine(lists, weights, contribution, floor)
 
 
-FUSERS = {"rrf": rrf, "weighted": weighted, "zscore": zscore}
+def zscale(
+    lists: Mapping[str, Ranked],
+    weights: Mapping[str, float] | None = None,
+    from_zero: Collection[str] = (),
+) -> list[Fused]:
+    """Weighted sum of each list's scores above its lowest, in units of six of its standard
+    deviations: min-max normalisation with the span replaced by the spread.
+
+    The lowest score returned counts 0, as an id the list did not return does, so scores are
+    on the scale :func:`weighted` uses (0: no evidence) and the stages after fusion that
+    multiply or add to them (time, the graph) work as they do there. Ranks are those
+    :func:`zscore` gives (the same sum less a constant per list, scaled) when no list is
+    ``from_zero``. What differs from :func:`weighted` is that a list counts by how far its best
+    stands out from the rest of it, not by its span: one retriever's clear match, far above
+    everything else it returned (an identifier only BM25 finds, a paraphrase only the dense
+    retriever finds), scores above 1 and is not outscored by passages middling in both lists,
+    and a list with no clear match (scores close together) scores below 1 at its top. A list
+    whose scores are all equal (to nine digits, relative to the largest) contributes nothing.
+
+    Args:
+        lists: Ranked ``(id, score)`` lists per retriever, best first.
+        weights: Per-retriever weight (default 1.0 each).
+        from_zero: Lists on a ratio scale where 0 means "not found" (spreading activation):
+            scaled by their maximum, as in :func:`weighted`, so they add to a fused score what
+            they add there.
+
+    Returns:
+        Fused results, best first.
+    """
+
+    def contribution(name: str, items: list[tuple[str, float]]) -> Callable[[int, float], float]:
+        if name in from_zero:
+            hi = max(s for _, s in items)
+            return lambda _r, s: s / hi if hi > 0 else 1.0
+        _mean, std = _stats(items)
+        lo = min(s for _, s in items)
+        return lambda _r, s: (s - lo) / (_UNIT * std) if std > 0 else 0.0
+
+    return _combine(lists, weights, contribution)
+
+
+FUSERS = {"rrf": rrf, "weighted": weighted, "zscore": zscore, "zscale": zscale}
 
 
 def fuse(
@@ -178,12 +226,14 @@ def fuse(
     k: int = 60,
     from_zero: Collection[str] = (),
 ) -> list[Fused]:
-    """Dispatch to the fusion function ``method`` names (``rrf``, ``weighted``, ``zscore``);
-    ``from_zero`` is passed to :func:`weighted`."""
+    """Dispatch to the fusion function ``method`` names (``rrf``, ``weighted``, ``zscore``,
+    ``zscale``); ``from_zero`` is passed to :func:`weighted` and :func:`zscale`."""
     if method == "rrf":
         return rrf(lists, weights, k)
     if method == "weighted":
         return weighted(lists, weights, from_zero)
     if method == "zscore":
         return zscore(lists, weights)
+    if method == "zscale":
+        return zscale(lists, weights, from_zero)
     raise KeyError(method)  # as FUSERS[method] would

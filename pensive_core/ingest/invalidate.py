@@ -192,7 +192,7 @@ class L1Invalidation:
         if d.method == "rrf":  # fused from ranks: any swap in the BM25 list counts
             return 2 * delta >= float(np.min(-np.diff(scores)))
         w = self.comps.config.fusion.weights.get("bm25", 1.0)
-        if d.method == "zscore":
+        if d.method in ("zscore", "zscale"):  # zscale moves by at most a third of this
             std = float(scores.std())
             zmax = float(np.max(np.abs(scores - scores.mean()))) / std if std > 0 else 0.0
             eps = w * (2 + zmax) * delta / max(std - delta, 1e-12)

@@ -276,3 +276,17 @@ def test_word_tokenize():
         "t",
         "cells",
     ]
+
+
+def test_half_of_splits_independently_of_id_parity():
+    from benchmarks.common import half_of, split_of
+
+    ids = [str(i) for i in range(2000)]
+    halves = [half_of(q) for q in ids]
+    assert set(halves) == {"choose", "report"}
+    assert 900 < halves.count("choose") < 1100
+    assert [half_of(q) for q in ids] == halves  # a fixed split, not a random draw per call
+    # each old half is cut about in two: choosing on "choose" is not choosing on "tune"
+    for old in ("tune", "heldout"):
+        part = [h for q, h in zip(ids, halves) if split_of(q) == old]
+        assert 400 < part.count("choose") < 600
