@@ -16,8 +16,9 @@ and the newer one supersedes the older when, besides,
 * it answers the question about as well (its fused score at least ``relevance`` times the
   older's): a newer passage that mentions the subject in passing ("celebrated five years in
   the old firehouse") does not replace the older one that answers the question, and
-* it is not about an earlier time: when every date its text names ends before the older
-  passage's valid time (a history page, a look back), it says nothing newer.
+* it is newer in valid time: a passage's valid time is its document's timestamp, or, when
+  every date its text names ends before that, the latest of them (a history page written
+  in 2025 about 1988 speaks of 1988; "owned by X since 1988" holds from 1988).
 
 A pure function over plain values; the temporal stage (:mod:`pensive_core.query.temporal`)
 gathers them and applies the demotion. Passages without a timestamp never take part, so
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["SubjectCandidate", "anchor_terms", "superseded"]
+__all__ = ["SubjectCandidate", "anchor_terms", "superseded", "valid_time"]
 
 
 @dataclass(frozen=True)
@@ -110,18 +111,26 @@ def superseded(
         unit[c.id] = c.vec / n if n > 0 else c.vec
     out: dict[str, str] = {}
     newest: dict[str, float] = {}
+    when = {c.id: valid_time(c) for c in live}
     for old in live:
         for new in live:
-            assert old.t is not None and new.t is not None
-            if new.doc == old.doc or new.t <= old.t or not (old.terms & new.terms):
+            if new.doc == old.doc or when[new.id] <= when[old.id] or not (old.terms & new.terms):
                 continue
-            if new.latest_date is not None and new.latest_date <= old.t:
-                continue  # it speaks of a time before the older passage's
             if not _better(new.score, old.score, relevance):
                 continue
             if float(unit[old.id] @ unit[new.id]) < similarity:
                 continue
-            if new.t > newest.get(old.id, float("-inf")):
-                newest[old.id] = new.t
+            if when[new.id] > newest.get(old.id, float("-inf")):
+                newest[old.id] = when[new.id]
                 out[old.id] = new.id
     return out
+
+
+def valid_time(c: SubjectCandidate) -> float:
+    """When what a passage says became true: the latest date its text names when that is
+    before its document's timestamp (a history page, "since 1988", a look back), else the
+    timestamp."""
+    assert c.t is not None
+    if c.latest_date is not None and c.latest_date < c.t:
+        return c.latest_date
+    return c.t

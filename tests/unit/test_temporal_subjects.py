@@ -70,13 +70,23 @@ def test_as_of_a_date_the_newest_before_it_wins_and_later_ones_take_no_part():
 )
 def test_a_passage_that_is_still_true_is_not_superseded(new):
     old = cand("old", 1.0, ts(2018), [1, 0.1])
-    assert superseded([old, new], None, 0.5, 0.8) == {}
+    assert "old" not in superseded([old, new], None, 0.5, 0.8)
 
 
 def test_a_newer_passage_naming_a_date_after_the_older_one_still_supersedes():
     old = cand("old", 1.0, ts(2015), [1, 0])
     new = cand("new", 1.0, ts(2025), [1, 0.1], latest=ts(2025, 6, 1))
     assert superseded([old, new], None, 0.5, 0.8) == {"old": "new"}
+
+
+def test_a_history_page_is_as_old_as_the_time_it_speaks_of():
+    owned = cand("owned", 1.0, ts(2019), [1, 0], latest=ts(1989))  # "owned ... since 1988"
+    sold = cand("sold", 0.9, ts(2024), [1, 0.1])  # names no date: as of its timestamp
+    history = cand("history", 1.0, ts(2025), [1, 0.05], latest=ts(1989))  # written 2025
+    assert superseded([owned, sold, history], None, 0.5, 0.8) == {
+        "owned": "sold",
+        "history": "sold",
+    }
 
 
 def test_negative_scores_compare_by_the_same_fraction():
