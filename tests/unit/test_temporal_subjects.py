@@ -91,9 +91,7 @@ def test_a_history_page_is_as_old_as_the_time_it_speaks_of():
 
 def test_negative_scores_compare_by_the_same_fraction():
     old = cand("old", -1.0, ts(2018), [1, 0])
-    assert superseded([old, cand("new", -1.2, ts(2022), [1, 0])], None, 0.5, 0.8) == {
-        "old": "new"
-    }
+    assert superseded([old, cand("new", -1.2, ts(2022), [1, 0])], None, 0.5, 0.8) == {"old": "new"}
     assert superseded([old, cand("new", -1.3, ts(2022), [1, 0])], None, 0.5, 0.8) == {}
 
 
@@ -139,7 +137,10 @@ def top(p, text, **kw):
 
 def test_in_a_store_now_and_as_of(tmp_path):
     q = "Who bakes the bread at Quillfeather Bakery every morning?"  # the old passage's wording wins retrieval
-    with Pensive(tmp_path / "off", config={**SUBJECTS, "temporal": {**SUBJECTS["temporal"], "subjects": False}}) as p:
+    with Pensive(
+        tmp_path / "off",
+        config={**SUBJECTS, "temporal": {**SUBJECTS["temporal"], "subjects": False}},
+    ) as p:
         p.ingest(docs())
         before = top(p, q)
     with Pensive(tmp_path / "on", config=SUBJECTS) as p:
