@@ -224,7 +224,7 @@ def scifact_dated(data: Path, store: Path, source: Path, seed: int) -> dict[str,
             for (did,) in db.execute("SELECT id FROM documents ORDER BY id").fetchall():
                 t = DISTRACTOR_START + timedelta(seconds=rng.random() * span)
                 db.execute("UPDATE documents SET timestamp = ? WHERE id = ?", (to_iso(t), did))
-            db.execute("UPDATE meta SET value = 'stale' WHERE key = 'temporal_version'")
+            db.execute("UPDATE meta SET value = '0' WHERE key = 'temporal_version'")
         db.close()
     runs: dict[str, Any] = {}
     for name, over in SYSTEMS.items():
