@@ -57,7 +57,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     f"subjects, similarity {sim}, relevance {rel}": {
         "temporal": {"subjects": True, "subject_similarity": sim, "subject_relevance": rel}
     }
-    for sim, rel in ((0.5, 0.0), (0.5, 0.5), (0.5, 0.65), (0.4, 0.5), (0.6, 0.5))
+    for sim, rel in ((0.5, 0.0), (0.5, 0.5), (0.5, 0.65), (0.4, 0.5), (0.6, 0.5), (0.8, 0.9))
 }
 
 
