@@ -379,6 +379,19 @@ class TemporalConfig(_Section):
     slot_gain: float = Field(2.0, ge=0.0)  # a statement filling the slot the question names
     question_dates: bool = True  # "as of 2015" / "in 1990" in the question act like as_of
     relative_dates: bool = True  # "yesterday" in a document resolved against its timestamp
+    # subjects: passages about the same subject, whatever their wording (a rare question term
+    # in both, embeddings close), ordered by valid time (their documents' timestamps); for a
+    # question about now (or as of a date) the newest that answers the question about as well
+    # stands in for the older ones, which are demoted (x ``demote``). Off: on the changed-facts
+    # set it also demotes still-true older passages that a newer one restates (controls),
+    # see benchmarks/results/changed_facts.md; undated passages never take part.
+    subjects: bool = False
+    subject_window: int = Field(10, ge=2, le=1000)  # top fused candidates compared
+    # passage-to-passage cosine at or above which two passages can be about one subject
+    subject_similarity: float = Field(0.5, ge=-1.0, le=1.0)
+    # the newer passage's fused score must be at least this fraction of the older one's
+    # (both chosen on the choosing split of benchmarks/data/changed_facts.jsonl)
+    subject_relevance: float = Field(0.5, ge=0.0, le=10.0)
 
 
 class MemoryConfig(_Section):

@@ -3,11 +3,15 @@ L2's candidates, and the time scope an answer reports."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from ..fusion import Fused
 from ..temporal import TemporalKnobs, TimeIntent, parse_intent, resolve, slot_key, supported
+from ..temporal.resolve import _scale
+from ..temporal.subjects import SubjectCandidate, anchor_terms, superseded
 from ..timeutil import utcnow
 from ..types import Hit, TimeScope
 from .state import QueryState
@@ -45,7 +49,18 @@ class TemporalStage:
         if self._comps.temporal is None:
             return ()
         t = self._comps.config.temporal  # attribute reads: a model_dump costs an L1 hit its budget
-        return (t.demote, t.surface, t.interval_gain, t.when_gain, t.slot_gain, t.question_dates)
+        return (
+            t.demote,
+            t.surface,
+            t.interval_gain,
+            t.when_gain,
+            t.slot_gain,
+            t.question_dates,
+            t.subjects,
+            t.subject_window,
+            t.subject_similarity,
+            t.subject_relevance,
+        )
 
     def intent(self, text: str) -> TimeIntent | None:
         """The time the question asks about (relative phrases read against now); remembered
@@ -89,6 +104,88 @@ class TemporalStage:
                 words,
             )
             state.fused = res.fused + fused[depth:]
+            if c.subjects:
+                state.fused = self.subjects(state)
+
+    def subjects(self, state: QueryState) -> list[Fused]:
+        """Supersession by subject (:mod:`pensive_core.temporal.subjects`) among the top
+        ``[temporal] subject_window`` candidates, for a question about now or as of a time;
+        a superseded passage's score is multiplied by ``[temporal] demote``."""
+        comps = self._comps
+        c = comps.config.temporal
+        intent = state.intent
+        at = as_of_bound(state.cutoff)
+        if at is None and intent is not None:
+            if intent.kind == "as_of" and intent.end is not None:
+                at = intent.end.timestamp()
+            elif intent.kind != "latest":
+                return state.fused  # a span, a "when", a change: not one time to resolve at
+        window = state.fused[: c.subject_window]
+        if len(window) < 2:
+            return state.fused
+        ids = [f.id for f in window]
+        rows = comps.archive.chunks(ids)
+        dated = [i for i in ids if (r := rows.get(i)) is not None and r.timestamp is not None]
+        if len(dated) < 2 or comps.backend is None:
+            return state.fused
+        vecs = comps.backend.fetch(dated, namespace=comps.config.backend.namespace)
+        anchors = anchor_terms(self._idf(state.text))
+        if not anchors:
+            return state.fused
+        assert comps.temporal_views is not None
+        view = comps.temporal_views.view()
+        tokenize = self._tokenize
+        cands = []
+        for f in window:
+            row = rows.get(f.id)
+            if row is None or row.timestamp is None:
+                continue
+            info = view.chunks.get(f.id)
+            ends = [e for _, e in info.dates] if info is not None else []
+            cands.append(
+                SubjectCandidate(
+                    f.id,
+                    row.doc_id,
+                    f.score,
+                    row.timestamp.timestamp(),
+                    vecs.get(f.id),
+                    anchors & frozenset(tokenize(row.text)),
+                    max(ends) if ends else None,
+                )
+            )
+        older = superseded(cands, at, c.subject_similarity, c.subject_relevance)
+        if not older:
+            return state.fused
+        # the newer passage stands in for what it supersedes (as a surfaced statement does):
+        # it takes the older one's score if that was higher; the older one is demoted
+        score = {f.id: f.score for f in window}
+        lift: dict[str, float] = {}
+        for old, new in older.items():
+            lift[new] = max(lift.get(new, score[new]), score[old])
+        out = [
+            Fused(f.id, _scale(f.score, c.demote), f.ranks)
+            if f.id in older
+            else Fused(f.id, lift[f.id], f.ranks)
+            if f.id in lift
+            else f
+            for f in state.fused
+        ]
+        out.sort(key=lambda f: -f.score)
+        return out
+
+    def _tokenize(self, text: str) -> list[str]:
+        tok = getattr(self._comps.sparse, "tokenizer", None)
+        return tok.tokenize(text) if tok is not None else self._comps.words.tokenize(text)
+
+    def _idf(self, text: str) -> dict[str, float]:
+        """The question's terms found in the store, with their IDF (every term 1.0 when the
+        sparse index does not tell document frequencies)."""
+        terms = set(self._tokenize(text))
+        freq = getattr(self._comps.sparse, "doc_freq", None)
+        if freq is None:
+            return dict.fromkeys(terms, 1.0)
+        n = max(1, self._comps.sparse.n_live)
+        return {t: math.log(1 + n / d) for t, d in freq(sorted(terms)).items() if d > 0}
 
     def scope(
         self, intent: TimeIntent | None, cutoff: datetime | None, hits: Sequence[Hit]

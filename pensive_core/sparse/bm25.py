@@ -323,6 +323,15 @@ class BM25Index:
                 out[cid] = 0.0 if scores is None else float(scores[row])
         return out
 
+    def doc_freq(self, terms: Sequence[str]) -> dict[str, int]:
+        """How many live passages hold each term (terms never indexed are left out)."""
+        out = {}
+        for t in terms:
+            i = self.vocab.get(t)
+            if i is not None and i < len(self.df):
+                out[t] = int(self.df[i])
+        return out
+
     def idf_shift(self, query: str) -> float:
         """How far the last commit can have moved any passage's score for ``query``.
 
