@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from ..fusion import Fused
 from ..graph import normalize_entity
-from .graph import _looks_like_a_name
+from .graph import looks_like_a_name
 from .state import QueryState
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ class ContextStage:
 
     def names(self, text: str) -> list[str]:
         """The names ``text`` writes as names (capitals; not dates, codes or quantities)."""
-        return [m.text for m in self._comps.extractor.extract(text) if _looks_like_a_name(m)]
+        return [m.text for m in self._comps.extractor.extract(text) if looks_like_a_name(m)]
 
     def known_names(self, text: str, index: dict[str, int]) -> list[str]:
         """The graph's multi-word entities ``text`` says, in any case ("scott derrickson")."""

@@ -23,7 +23,7 @@ from .state import QueryState
 if TYPE_CHECKING:
     from ..components import Components
 
-__all__ = ["GraphStage", "padded_key", "says_any"]
+__all__ = ["GraphStage", "looks_like_a_name", "padded_key", "says_any"]
 
 FROM_ZERO = ("graph",)  # activation: 0 is "not reached", so the graph's list is scaled by its top
 _WORDS_ONLY = re.compile(r"[^\w]+")  # whole words match whole words
@@ -40,7 +40,7 @@ def says_any(text: str, names: Sequence[str]) -> bool:
     return any(n in folded for n in names)
 
 
-def _looks_like_a_name(m: Any) -> bool:
+def looks_like_a_name(m: Any) -> bool:
     """A name a focused hop follows: a person, place, firm or title written as one ("Hana
     Kraind", "Quorbel"), not a date, quantity, code or acronym ("MODY", "rs1934179"), which
     unrelated passages share by coincidence."""
@@ -232,7 +232,7 @@ class GraphStage:
                     names = [
                         n
                         for n, m in mentions
-                        if n is not None and n not in said and _looks_like_a_name(m)
+                        if n is not None and n not in said and looks_like_a_name(m)
                     ]
                     found.append((n_words, names))
             best = max((n for n, _ in found), default=0)
