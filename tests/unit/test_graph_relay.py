@@ -58,21 +58,14 @@ def test_of_two_linked_passages_the_one_like_the_question_ranks_first(tmp_path):
     # activation gives both the same share of the passage
     with Pensive(tmp_path, config=cfg()) as p:
         p.ingest([FILM, *BIOS, *FILLER])
-        relayed = dict(zip(doc_ids(relay_list(p, Q)), (s for _, s in relay_list(p, Q))))
-    assert relayed["derrickson"] > relayed["hawke"] > 0
-    assert doc_ids(relay_list_of(tmp_path, Q))[0] == "derrickson"
+        relayed = relay_list(p, Q)
+    scores = {c.split("#")[0]: s for c, s in relayed}
+    assert doc_ids(relayed)[0] == "derrickson"
+    assert scores["derrickson"] > scores.get("hawke", 0.0)
     with Pensive(tmp_path, config=cfg(weight=1.0, relay=0.0, focus=0.0)) as p:
-        graph = dict(zip(doc_ids(l2_state(p, Q).lists["graph"]), range(100)))
-        spread = dict(l2_state(p, Q).lists["graph"])
-    d = next(c for c in spread if c.startswith("derrickson"))
-    h = next(c for c in spread if c.startswith("hawke"))
-    assert spread[d] == pytest.approx(spread[h])  # the control: activation cannot tell them apart
-    assert "derrickson" in graph
-
-
-def relay_list_of(folder, q, **graph):
-    with Pensive(folder, config=cfg(**graph)) as p:
-        return relay_list(p, q)
+        spread = {c.split("#")[0]: s for c, s in l2_state(p, Q).lists["graph"]}
+    # the control: activation cannot tell them apart
+    assert spread["derrickson"] == pytest.approx(spread["hawke"])
 
 
 def test_the_relayed_passage_enters_the_answer(tmp_path):
@@ -138,7 +131,7 @@ def test_names_the_question_says_and_dates_are_not_followed(tmp_path):
         p.ingest(docs)
         relayed = doc_ids(relay_list(p, q))
     assert "kraind" in relayed
-    assert "quorbel" not in [d for d in relayed]  # reached only through "Quorbel", said
+    assert "quorbel" not in relayed  # reached only through "Quorbel", said
     assert "year" not in relayed  # reached only through a year
 
 
