@@ -408,7 +408,7 @@ def main(argv: list[str] | None = None) -> None:
         payload["hotpotqa"] = {
             "ingest": ingest,
             "runs": run_systems(store, questions, SYSTEMS),
-            "variants": run_systems(store, questions, VARIANTS),
+            "variants": run_systems(store, questions, {**RELAY_RUNGS, **VARIANTS}),
         }
 
     def untitled() -> None:

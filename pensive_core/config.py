@@ -319,12 +319,13 @@ class GraphConfig(_Section):
     focus_hits: int = Field(3, ge=0, le=100)  # L2's top passages read for the focused hop
     bridge: float = Field(1.0, ge=0.0)
     bridge_max: int = Field(2, ge=2, le=1000)
-    # the relay, fused as its own list at this weight (0: off): from L2's top ``relay_seeds``
-    # passages, each name they give that the question does not say leads to the passages
-    # about it and, when at most ``relay_fanout`` passages name it, to those naming it; a
-    # passage reached scores (the seed's share of the top score) x (its own cosine with the
-    # question / L2's best); ``relay_rounds`` > 1 relays again from the best reached
-    relay: float = Field(0.0, ge=0.0)
+    # the relay (0: off): from L2's top ``relay_seeds`` passages, each name they give that the
+    # question does not say leads to the passages about it and, when at most ``relay_fanout``
+    # passages name it, to those naming it (at ``relay_naming``); a passage reached scores
+    # (its seed's share of the top score) x (its own cosine with the question / L2's best)
+    # and ranks at least at ``relay`` x that x the top score, so at <= 1 never above its seed;
+    # ``relay_rounds`` > 1 relays again from the best reached
+    relay: float = Field(0.0, ge=0.0, le=1.0)
     relay_seeds: int = Field(5, ge=1, le=100)
     relay_fanout: int = Field(5, ge=0, le=10_000)
     relay_naming: float = Field(0.5, ge=0.0, le=1.0)  # a naming link's weight (about: 1)

@@ -19,7 +19,7 @@ def doc_ids(pairs):
 
 
 def relay_list(p, q):
-    return l2_state(p, q).lists.get("relay", [])
+    return l2_state(p, q).relayed
 
 
 FILM = Document(
@@ -171,23 +171,22 @@ def test_the_relay_keeps_to_the_filter(tmp_path):
     assert "derrickson" in {h.doc_id for h in everything}
 
 
-def test_off_by_default_and_lists_nothing_when_off(tmp_path):
-    with Pensive(tmp_path, config={**HASH_CONFIG, "graph": {"enabled": True}}) as p:
-        p.ingest([FILM, *BIOS])
-        on = p.components.config.graph.relay
-        lists = l2_state(p, Q).lists
-    assert ("relay" in lists) == (on > 0)
+def test_lists_nothing_when_off(tmp_path):
+    with Pensive(tmp_path, config=cfg(relay=0.0)) as p:
+        p.ingest([FILM, *BIOS, *FILLER])
+        state = l2_state(p, Q)
+    assert state.relayed == []
+    assert not any("relay" in f.ranks for f in state.fused)
 
 
 def test_the_cache_stays_exact_with_the_relay(tmp_path):
     # the relay leads from a seed to the other passages naming a rare name it names: a commit
-    # drops a cached answer when a passage naming such a name comes, keeps it otherwise (the
-    # relay weighs 3 here so that the answer's order is clear of BM25's drift at a commit)
+    # drops a cached answer when a passage naming such a name comes, keeps it otherwise
     config = {
         **HASH_CONFIG,
         "router": {"l1_refresh": 0, "l3_below": 0.0},
         "fusion": {"depth": 5},
-        "graph": {"relay": 3.0, "focus": 0.0, "seed_hits": 1, "relay_seeds": 1},
+        "graph": {"relay": 0.3, "focus": 0.0, "weight": 0.0, "relay_seeds": 1},
     }
     docs = [
         Document(id="lead", text="The Quorbel project is led by Hana Kraind."),
@@ -198,10 +197,30 @@ def test_the_cache_stays_exact_with_the_relay(tmp_path):
     with Pensive(tmp_path, config=config) as p:
         p.ingest(docs + filler)
         first = p.query(q, k=2)
-        assert [h.doc_id for h in first.hits] == ["lab", "lead"]
+        assert [h.doc_id for h in first.hits] == ["lead", "lab"]
         assert p.query(q, k=2).tier == "L1"
         p.ingest([Document(id="tea", text="Zed Quux likes tea.")])
         again = p.query(q, k=2)
         assert again.tier == "L1" and again.hits == first.hits
         p.ingest([Document(id="news", text="Hana Kraind moved her bees to Oslo.")])
         assert p.query(q, k=2).tier == "L2"
+
+
+def test_a_relayed_passage_never_passes_the_passage_it_came_from():
+    from pensive_core.fusion import Fused
+    from pensive_core.query.graph import GraphStage
+
+    fused = [Fused("a", 2.0, {"dense": 1}), Fused("b", 1.5, {"dense": 2}), Fused("c", 0.2, {})]
+    # "c" is reached from "b" at full relevance, "d" (new) from "a" at half
+    out = GraphStage.place(fused, [("c", 1.0, "b"), ("d", 0.5, "a")], 1.0)
+    assert [f.id for f in out] == ["a", "d", "b", "c"]
+    score = {f.id: f.score for f in out}
+    assert score["d"] < score["a"] and score["c"] < score["b"]
+    assert score["d"] == pytest.approx(0.5 * 2.0)  # its share of the top, from nothing
+    assert out[1].ranks == {"relay": 2} and out[3].ranks["relay"] == 1
+    # never lowered: a passage already above what the relay gives keeps its score
+    kept = GraphStage.place(fused, [("b", 0.1, "a")], 1.0)
+    assert [(f.id, f.score) for f in kept] == [("a", 2.0), ("b", 1.5), ("c", 0.2)]
+    # at a smaller share the bridge rises less
+    low = GraphStage.place(fused, [("d", 0.5, "a")], 0.25)
+    assert [f.id for f in low] == ["a", "b", "d", "c"]
