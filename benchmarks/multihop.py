@@ -58,9 +58,10 @@ NO_RELAY = {"graph": {"relay": 0.0}}
 RELAY_ONLY = {"graph": {"relay": 1.0, "weight": 0.0}}
 #: The relay's own rungs, on every multi-hop set (the relay chosen on HotpotQA's tune half).
 RELAY_RUNGS: dict[str, dict[str, Any]] = {
-    "graph, relay off": NO_RELAY,
-    "graph + relay (1.0)": RELAY,
+    "graph, relay off (the earlier default)": NO_RELAY,
+    "graph + relay 1.0": RELAY,
     "relay only (activation off)": RELAY_ONLY,
+    "activation only, relay off, no focused hop": {"graph": {"relay": 0.0, "focus": 0.0}},
     "graph + relay, 2 rounds": {"graph": {"relay": 1.0, "relay_rounds": 2}},
 }
 NO_FOCUS = {"graph": {"focus": 0.0}}

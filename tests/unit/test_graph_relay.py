@@ -213,13 +213,16 @@ def test_a_relayed_passage_never_passes_the_passage_it_came_from():
     fused = [Fused("a", 2.0, {"dense": 1}), Fused("b", 1.5, {"dense": 2}), Fused("c", 0.2, {})]
     # "c" is reached from "b" at full relevance, "d" (new) from "a" at half
     out = GraphStage.place(fused, [("c", 1.0, "b"), ("d", 0.5, "a")], 1.0)
-    assert [f.id for f in out] == ["a", "d", "b", "c"]
+    # "c" would reach 0.2 + 2.0 but stops right below "b"; "d" gets half the top, from nothing
+    assert [f.id for f in out] == ["a", "b", "c", "d"]
     score = {f.id: f.score for f in out}
-    assert score["d"] < score["a"] and score["c"] < score["b"]
-    assert score["d"] == pytest.approx(0.5 * 2.0)  # its share of the top, from nothing
-    assert out[1].ranks == {"relay": 2} and out[3].ranks["relay"] == 1
-    # never lowered: a passage already above what the relay gives keeps its score
-    kept = GraphStage.place(fused, [("b", 0.1, "a")], 1.0)
+    assert score["c"] < score["b"] and score["c"] == pytest.approx(1.5)
+    assert score["d"] == pytest.approx(0.5 * 2.0)
+    assert out[2].ranks == {"relay": 1} and out[3].ranks == {"relay": 2}
+    # the raise adds to what a passage had; a passage above its seed is never lowered
+    raised = GraphStage.place(fused, [("b", 0.1, "a")], 1.0)
+    assert [f.id for f in raised] == ["a", "b", "c"] and raised[1].score == pytest.approx(1.7)
+    kept = GraphStage.place(fused, [("a", 0.5, "b")], 1.0)
     assert [(f.id, f.score) for f in kept] == [("a", 2.0), ("b", 1.5), ("c", 0.2)]
     # at a smaller share the bridge rises less
     low = GraphStage.place(fused, [("d", 0.5, "a")], 0.25)
