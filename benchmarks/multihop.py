@@ -44,7 +44,7 @@ KS = (2, 5, 10)
 # every graph setting given, so a store built under older defaults (a store keeps the config it
 # was built with) is measured with today's
 BASE: dict[str, Any] = {"router": {"l1": False}, "graph": PensiveConfig().graph.model_dump()}
-OFF = {"graph": {"weight": 0.0}}
+OFF = {"graph": {"weight": 0.0, "relay": 0.0}}  # activation and the relay
 
 #: The systems compared on the multi-hop sets: config overrides of one store built with the graph.
 SYSTEMS: dict[str, dict[str, Any]] = {
