@@ -60,6 +60,7 @@ RELAY_ONLY = {"graph": {"relay": 1.0, "weight": 0.0}}
 RELAY_RUNGS: dict[str, dict[str, Any]] = {
     "graph, relay off (the earlier default)": NO_RELAY,
     "graph + relay 1.0": RELAY,
+    "graph + relay 0.5": {"graph": {"relay": 0.5}},
     "relay only (activation off)": RELAY_ONLY,
     "activation only, relay off, no focused hop": {"graph": {"relay": 0.0, "focus": 0.0}},
     "graph + relay, 2 rounds": {"graph": {"relay": 1.0, "relay_rounds": 2}},
@@ -81,7 +82,6 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "graph: focused hop at 0.1": {"graph": {"focus": 0.1}},
     "graph: focused hop, bridges up to 3 passages": {"graph": {"bridge_max": 3}},
     "graph: focused hop, no bridges (passages about the name only)": {"graph": {"bridge": 0.0}},
-    "relay 0.5": {"graph": {"relay": 0.5}},
     "relay only, 0.5": {"graph": {"relay": 0.5, "weight": 0.0}},
     "relay, naming links at 1.0": {"graph": {"relay": 1.0, "relay_naming": 1.0}},
     "relay only, about links only (fan-out 0)": {"graph": {"relay": 1.0, "weight": 0.0,
