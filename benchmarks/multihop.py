@@ -9,12 +9,15 @@ Three parts, one process, every system on the same built store:
 * **LoCoMo multi-hop** (category 1 of the 5 development conversations): every turn is one
   document (``"Speaker: text"``, the conversation as metadata); each question is asked with a
   filter to its own conversation; answered when *all* its evidence turns are in the top k.
+* **HotpotQA-100 without titles**: the same paragraphs and questions, each paragraph only its
+  sentences, with an opaque id and no title (no document is *about* anything): how a bridge
+  looks in documents without titles. Reported only; nothing was chosen on it.
 * **SciFact** nDCG@10 with the graph off and on: activation must not cost single-hop quality
   (the issue allows 0.005).
 
 Graph settings were chosen on the *tune* half of HotpotQA-100 (its first 50 questions, in file
 order) and are reported on the *held-out* half (the other 50) as well; nothing was chosen on
-LoCoMo or SciFact.
+LoCoMo, SciFact or the untitled paragraphs.
 The L1 cache is off, so every question is retrieved.
 
     python -m benchmarks.multihop [--store DIR] [--scifact-store DIR]
@@ -41,7 +44,7 @@ KS = (2, 5, 10)
 # every graph setting given, so a store built under older defaults (a store keeps the config it
 # was built with) is measured with today's
 BASE: dict[str, Any] = {"router": {"l1": False}, "graph": PensiveConfig().graph.model_dump()}
-OFF = {"graph": {"weight": 0.0}}
+OFF = {"graph": {"weight": 0.0, "relay": 0.0}}  # activation and the relay
 
 #: The systems compared on the multi-hop sets: config overrides of one store built with the graph.
 SYSTEMS: dict[str, dict[str, Any]] = {
@@ -49,6 +52,18 @@ SYSTEMS: dict[str, dict[str, Any]] = {
     "dense": {"fusion": {"weights": {"dense": 1.0, "bm25": 0.0}}, **OFF},
     "hybrid": OFF,
     "hybrid + graph (default)": {},
+}
+RELAY = {"graph": {"relay": 1.0}}
+NO_RELAY = {"graph": {"relay": 0.0}}
+RELAY_ONLY = {"graph": {"relay": 1.0, "weight": 0.0}}
+#: The relay's own rungs, on every multi-hop set (the relay chosen on HotpotQA's tune half).
+RELAY_RUNGS: dict[str, dict[str, Any]] = {
+    "graph, relay off (the earlier default)": NO_RELAY,
+    "graph + relay 1.0": RELAY,
+    "graph + relay 0.5": {"graph": {"relay": 0.5}},
+    "relay only (activation off)": RELAY_ONLY,
+    "activation only, relay off, no focused hop": {"graph": {"relay": 0.0, "focus": 0.0}},
+    "graph + relay, 2 rounds": {"graph": {"relay": 1.0, "relay_rounds": 2}},
 }
 NO_FOCUS = {"graph": {"focus": 0.0}}
 EVERY_MENTION = {"graph": {"edges": {"mentioned_in": 0.05, "co_occurs": 0.2}}}
@@ -67,6 +82,13 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "graph: focused hop at 0.1": {"graph": {"focus": 0.1}},
     "graph: focused hop, bridges up to 3 passages": {"graph": {"bridge_max": 3}},
     "graph: focused hop, no bridges (passages about the name only)": {"graph": {"bridge": 0.0}},
+    "relay only, 0.5": {"graph": {"relay": 0.5, "weight": 0.0}},
+    "relay, naming links at 1.0": {"graph": {"relay": 1.0, "relay_naming": 1.0}},
+    "relay only, about links only (fan-out 0)": {"graph": {"relay": 1.0, "weight": 0.0,
+                                                          "relay_fanout": 0}},
+    "relay only, naming up to 20 passages": {"graph": {"relay": 1.0, "weight": 0.0,
+                                                       "relay_fanout": 20, "relay_naming": 1.0}},
+    "relay only, 3 seed passages": {"graph": {"relay": 1.0, "weight": 0.0, "relay_seeds": 3}},
     "graph: first design (every mention, 3 hops, 5 seeds, names seed)": {
         "graph": {
             "edges": {"mentioned_in": 1.0, "about": 0.0, "co_occurs": 0.5, "next": 0.5,
@@ -82,6 +104,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
 CHECKS: dict[str, dict[str, Any]] = {
     "graph off": OFF,
     "graph on (default)": {},
+    **RELAY_RUNGS,
     "graph: also to every passage naming an entity": EVERY_MENTION,
     "graph: no focused hop": NO_FOCUS,
     "graph: focused hop at 1.0 of a passage's score": {"graph": {"focus": 1.0}},
@@ -100,22 +123,30 @@ def merged(over: dict[str, Any]) -> dict[str, Any]:
 
 
 # -- data -----------------------------------------------------------------------------------
-def load_hotpot(data: Path) -> tuple[list[Document], list[dict[str, Any]]]:
-    """The 994 paragraphs as documents, and the 100 questions with their gold titles."""
+def load_hotpot(data: Path, titles: bool = True) -> tuple[list[Document], list[dict[str, Any]]]:
+    """The 994 paragraphs as documents, and the 100 questions with their gold titles.
+
+    ``titles=False``: each paragraph only its sentences, with an opaque id (``p0001``) and no
+    title, the gold given as those ids."""
     folder = data / "hotpotqa_hipporag100"
     if not (folder / "hotpotqa_train_corpus.json").is_file():
         raise SystemExit(f"error: HotpotQA-100 not found under {folder}; pass --data DIR")
     corpus = json.loads((folder / "hotpotqa_train_corpus.json").read_text())
     raw = json.loads((folder / "hotpotqa_train.json").read_text())
-    docs = [
-        Document(id=title, text=f"{title}\n\n{' '.join(sents)}", metadata={"title": title})
-        for title, sents in corpus.items()
-    ]
+    if titles:
+        ids = {title: title for title in corpus}
+        docs = [
+            Document(id=title, text=f"{title}\n\n{' '.join(sents)}", metadata={"title": title})
+            for title, sents in corpus.items()
+        ]
+    else:
+        ids = {title: f"p{i:04d}" for i, title in enumerate(corpus)}
+        docs = [Document(id=ids[title], text=" ".join(sents)) for title, sents in corpus.items()]
     questions = [
         {
             "id": q["_id"],
             "text": q["question"],
-            "gold": {t for t, _ in q["supporting_facts"]},
+            "gold": {ids[t] for t, _ in q["supporting_facts"]},
             # the settings were chosen on the first half of the file, in file order
             "split": "tune" if i < len(raw) // 2 else "heldout",
         }
@@ -183,8 +214,8 @@ def evaluate(p: Pensive, questions: list[dict[str, Any]]) -> dict[str, Any]:
         t = time.perf_counter()
         res = p.query(q["text"], k=max(KS), filters=q.get("filters"))
         ms.append((time.perf_counter() - t) * 1000)
-        if "graph_ms" in res.timings:
-            graph_ms.append(res.timings["graph_ms"])
+        if "graph_ms" in res.timings or "relay_ms" in res.timings:
+            graph_ms.append(res.timings.get("graph_ms", 0.0) + res.timings.get("relay_ms", 0.0))
         ranked: list[str] = []
         for h in res.hits:
             if h.doc_id not in ranked:
@@ -263,7 +294,9 @@ def scifact(data: Path, store: Path) -> dict[str, Any]:
             graph_ms: list[float] = []
             for qid in qrels:
                 res = p.query(queries[qid], k=100)
-                graph_ms += [res.timings["graph_ms"]] if "graph_ms" in res.timings else []
+                t = res.timings
+                if "graph_ms" in t or "relay_ms" in t:
+                    graph_ms.append(t.get("graph_ms", 0.0) + t.get("relay_ms", 0.0))
                 ranks[qid] = list(dict.fromkeys(chunk_doc(h.chunk_id) for h in res.hits))
         scores = {}
         for split in ("all", "tune", "heldout"):
@@ -322,6 +355,11 @@ def render(payload: dict[str, Any]) -> str:
         "",
         *table(hp["variants"], ("heldout", "tune", "all")),
         "",
+        "## HotpotQA-100 without titles (the same paragraphs and questions; no titles, "
+        "opaque ids; reported only)",
+        "",
+        *table(payload["hotpotqa_untitled"]["runs"], ("heldout", "tune", "all")),
+        "",
         f"## LoCoMo multi-hop ({lc['questions']} questions over {lc['turns']} turns; each "
         f"question filtered to its conversation; graph build {lc['ingest']['graph_build_seconds']}"
         " s)",
@@ -371,7 +409,16 @@ def main(argv: list[str] | None = None) -> None:
         payload["hotpotqa"] = {
             "ingest": ingest,
             "runs": run_systems(store, questions, SYSTEMS),
-            "variants": run_systems(store, questions, VARIANTS),
+            "variants": run_systems(store, questions, {**RELAY_RUNGS, **VARIANTS}),
+        }
+
+    def untitled() -> None:
+        docs, questions = load_hotpot(args.data, titles=False)
+        store = folder(args.store, "hotpotqa_untitled")
+        ingest = build(store, docs)
+        payload["hotpotqa_untitled"] = {
+            "ingest": ingest,
+            "runs": run_systems(store, questions, {**SYSTEMS, **RELAY_RUNGS}),
         }
 
     def locomo() -> None:
@@ -387,7 +434,7 @@ def main(argv: list[str] | None = None) -> None:
             }}),
         }  # fmt: skip
 
-    steps += [("hotpotqa", hotpot), ("locomo", locomo)]
+    steps += [("hotpotqa", hotpot), ("hotpotqa_untitled", untitled), ("locomo", locomo)]
     if not args.no_scifact:
         steps.append(
             ("scifact", lambda: payload.__setitem__("scifact", scifact(

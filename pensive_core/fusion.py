@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Fused", "rrf", "weighted", "zscore", "zscale", "fuse", "FUSERS"]
+__all__ = ["Fused", "rrf", "weighted", "zscore", "zscale", "fuse", "scale_score", "FUSERS"]
 
 Ranked = Sequence[tuple[str, float]]
 
@@ -217,6 +217,14 @@ def zscale(
 
 
 FUSERS = {"rrf": rrf, "weighted": weighted, "zscore": zscore, "zscale": zscale}
+
+
+def scale_score(score: float, factor: float) -> float:
+    """``score`` moved by ``factor`` in the direction the factor says, whatever its sign (fused
+    scores may be negative under z-score fusion): below 1 lowers it, above 1 raises it."""
+    if score >= 0:
+        return score * factor
+    return score / factor if factor > 0 else float("-inf")
 
 
 def fuse(

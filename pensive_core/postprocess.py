@@ -23,6 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from .errors import InputError
+from .fusion import scale_score
 from .graph.extract import EntityExtractor, RuleExtractor, normalize_entity
 from .memory.prompt import PromptBuilder, clip_passage
 from .temporal.dates import parse_date
@@ -72,13 +73,6 @@ def item_time(metadata: Mapping[str, Any], keys: Sequence[str] = TIME_KEYS) -> d
                 if found is not None:
                     return found.start
     return None
-
-
-def _scale(score: float, factor: float) -> float:
-    # scores may be negative: a factor below 1 must still lower them, above 1 raise them
-    if score >= 0:
-        return score * factor
-    return score / factor if factor > 0 else float("-inf")
 
 
 @dataclass(frozen=True)
@@ -149,7 +143,9 @@ def temporal_rescore(
         vf, vt, by = view.validity(str(i))
         score = float(items[i][1])
         sup = int(by) if by is not None else None
-        out.append(Rescored(i, _scale(score, demote) if sup is not None else score, sup, vf, vt))
+        out.append(
+            Rescored(i, scale_score(score, demote) if sup is not None else score, sup, vf, vt)
+        )
     out.sort(key=lambda r: (-r.score, r.superseded_by is not None, r.index))
     return out
 
@@ -202,7 +198,7 @@ def entity_boost(
             else 0.0
         )
         factor = 1.0 + boost * (q + o)
-        out.append(max(float(score), _scale(float(score), factor)))
+        out.append(max(float(score), scale_score(float(score), factor)))
     return out
 
 

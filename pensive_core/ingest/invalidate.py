@@ -140,6 +140,10 @@ class L1Invalidation:
             rare = graph.rare(graph.touched_names, g.bridge_max + 1)
             removed_ids += graph.mentioning(rare)
             names = [padded_key(k) for k in rare]
+        if graph is not None and g.relay > 0 and g.relay_naming > 0 and graph.touched_names:
+            # the relay leads from a passage naming a name at most relay_fanout passages name
+            # to the others naming it: one came or went (or the name just became rare)
+            removed_ids += graph.mentioning(graph.rare(graph.touched_names, g.relay_fanout + 1))
         removed = chunk_hashes(removed_ids)
         vectors = np.concatenate(changes.vectors) if changes.vectors else None
         texts = [t.casefold() for t in changes.texts]

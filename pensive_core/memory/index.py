@@ -45,7 +45,10 @@ def session_config(parent: Any) -> dict[str, Any]:
         "bm25": cfg["bm25"],
         "fusion": cfg["fusion"],
         "router": {**cfg["router"], "l1": False},
-        "graph": cfg["graph"],
+        # the graph's relay was measured on stores of documents and of turns
+        # (benchmarks/multihop), not on session recall (benchmarks/memory): sessions keep
+        # the graph as it was until it is
+        "graph": {**cfg["graph"], "relay": 0.0},
         "temporal": cfg["temporal"],
         "context": {**cfg["context"], "generator": "auto", "records": "same"},
     }

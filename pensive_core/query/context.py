@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..fusion import Fused
+from ..fusion import Fused, scale_score
 from ..graph import normalize_entity
 from .graph import looks_like_a_name
 from .state import QueryState
@@ -143,9 +143,7 @@ class ContextStage:
             if a <= 0:
                 out.append(f)
                 continue
-            factor = 1.0 + gain * a
-            # fused scores may be negative (z-score fusion): raising one divides it
-            score = f.score * factor if f.score >= 0 else f.score / factor
+            score = scale_score(f.score, 1.0 + gain * a)
             out.append(Fused(f.id, score, {**f.ranks, "context": rank[f.id]}))
         out.sort(key=lambda f: -f.score)  # stable: ties keep the fused order
         state.fused = out

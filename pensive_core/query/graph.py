@@ -26,6 +26,12 @@ if TYPE_CHECKING:
 __all__ = ["GraphStage", "looks_like_a_name", "padded_key", "says_any"]
 
 FROM_ZERO = ("graph",)  # activation: 0 is "not reached", so the graph's list is scaled by its top
+#: Entity kinds the relay does not follow: values that unrelated passages share by coincidence
+#: (the rule extractor's kinds and spaCy's labels for them).
+_NOT_FOLLOWED = frozenset(
+    {"id", "quantity", "date", "DATE", "TIME", "PERCENT", "MONEY", "QUANTITY", "ORDINAL",
+     "CARDINAL"}
+)  # fmt: skip
 _WORDS_ONLY = re.compile(r"[^\w]+")  # whole words match whole words
 
 
@@ -55,9 +61,11 @@ class GraphStage:
 
     def __init__(self, comps: Components) -> None:
         self._comps = comps
+        self._kinds: tuple[GraphView, dict[int, str]] | None = None
 
     def run(self, state: QueryState) -> None:
-        """Activation (when the graph is on and weighted), then the learning boost."""
+        """Activation (when the graph is on and weighted), the relay (when ``[graph] relay``
+        > 0), then the learning boost."""
         comps = self._comps
         g = comps.config.graph
         if comps.graph is not None and g.weight > 0:
@@ -77,8 +85,154 @@ class GraphStage:
                         break  # nothing new recalled: another cycle would change nothing
                     seeds = grown
                 state.seeds = seeds or grown
+        if comps.graph is not None and g.relay > 0 and state.fused:
+            with state.timed("relay_ms"):
+                relayed = self.relay(state)
+                state.relayed = [(c, score) for c, score, _ in relayed]
+                state.fused = self.place(state.fused, relayed, g.relay)
         if comps.learning is not None and state.fused:
             state.fused = comps.learning.boost(state.fused)
+
+    @staticmethod
+    def place(
+        fused: list[Fused], relayed: Sequence[tuple[str, float, str]], share: float
+    ) -> list[Fused]:
+        """``fused`` with each relayed ``(passage, score, seed)`` raised by ``share x score x``
+        the top fused score, but never to its seed's score or above: what L2 found first
+        stays first (a needle L2 put on top stays there), and a bridge linked from it and as
+        like the question as L2's best lands right below it. Never lowered; the order stays
+        stable among equals, a relayed passage new to ``fused`` coming after them."""
+        if not fused or not relayed:
+            return fused
+        top = fused[0].score
+        out = list(fused)
+        at = {f.id: i for i, f in enumerate(out)}
+        for rank, (cid, score, seed) in enumerate(relayed, start=1):
+            i = at.get(cid)
+            own = out[i].score if i is not None else 0.0
+            cap = out[at[seed]].score if seed in at else top
+            raised = min(own + share * score * top, np.nextafter(cap, -np.inf))
+            if i is None:
+                if raised <= 0:
+                    continue
+                at[cid] = len(out)
+                out.append(Fused(cid, raised, {"relay": rank}))
+            else:
+                f = out[i]
+                out[i] = Fused(f.id, max(f.score, raised), {**f.ranks, "relay": rank})
+        order = sorted(range(len(out)), key=lambda i: (-out[i].score, i))
+        return [out[i] for i in order]
+
+    # -- the relay ----------------------------------------------------------------------------
+    def relay(self, state: QueryState) -> list[tuple[str, float, str]]:
+        """Passages one or more links away from L2's top passages that are themselves like the
+        question: the second passage of a two-hop question, which plain retrieval misses
+        because only part of the question is about it.
+
+        From each of L2's top ``relay_seeds`` passages (weight: its fused score relative to
+        the top), every name it gives that the question does not say (not a date, quantity
+        or code) leads to the passages about that name (``about``: its title) and, when at most
+        ``relay_fanout`` passages name it, to those naming it (how a bridge looks without
+        titles, and in a chat). Each passage reached scores ``weight x relevance``, relevance
+        being its own stored vector's cosine with the question relative to L2's best dense
+        score, so a passage is raised only when it is both linked and like the question; the
+        best path counts. With ``relay_rounds`` > 1 the best passages reached seed the next
+        round (three- and four-hop chains), at the score that reached them. Returns the
+        passages reached with those scores (at most 1), best first (none when the question
+        has no vector or the graph links nothing); :meth:`place` puts them in the answer.
+        """
+        comps = self._comps
+        g = comps.config.graph
+        backend = comps.backend
+        dense = state.lists.get("dense")
+        if backend is None or state.qvec is None or not dense or state.fused[0].score <= 0:
+            return []
+        namespace = comps.config.backend.namespace
+        q = np.asarray(state.qvec, dtype=np.float64).ravel()
+        q = q / (np.linalg.norm(q) or 1.0)
+
+        def cosine(v: np.ndarray | None) -> float:
+            if v is None:
+                return 0.0
+            v = np.asarray(v, dtype=np.float64).ravel()
+            return float(q @ v) / (float(np.linalg.norm(v)) or 1.0)
+
+        # relevance is relative to L2's best dense passage (computed here: a backend's scores
+        # need not be cosines)
+        top_sim = cosine(backend.fetch([dense[0][0]], namespace=namespace).get(dense[0][0]))
+        if not top_sim > 0:
+            return []
+        assert comps.graph_views is not None
+        view, _, index, _ = comps.graph_views.state()
+        said = set(self.question_seeds(state.text, index, 1.0))
+        kinds = self._entity_kinds(view)
+        mentions, about, naming = (
+            view.edges["mentions"],
+            view.edges["about"],
+            view.edges["mentioned_in"],
+        )
+        top = state.fused[0].score
+        frontier = {
+            index[f.id]: max(0.0, f.score / top)
+            for f in [f for f in state.fused if f.id in index][: g.relay_seeds]
+        }
+        root = {p: p for p in frontier}  # the seed (one of L2's passages) a path began at
+        visited = set(frontier)
+        best: dict[int, float] = {}
+        best_root: dict[int, int] = {}
+        relevance: dict[int, float] = {}
+        for _ in range(g.relay_rounds):
+            paths: dict[int, float] = {}  # passage reached -> best weight of a path to it
+            came: dict[int, int] = {}  # ... and the seed that path began at
+            for p, w in frontier.items():
+                for e in mentions.indices[mentions.indptr[p] : mentions.indptr[p + 1]]:
+                    e = int(e)
+                    if e in said or kinds.get(e) in _NOT_FOLLOWED:
+                        continue
+                    to = [(int(c), w) for c in about.indices[about.indptr[e] : about.indptr[e + 1]]]
+                    named = naming.indices[naming.indptr[e] : naming.indptr[e + 1]]
+                    if g.relay_naming > 0 and len(named) <= g.relay_fanout:
+                        to += [(int(c), w * g.relay_naming) for c in named]
+                    for c, s in to:
+                        if c != p and c < view.n_chunks and paths.get(c, -1.0) < s:
+                            paths[c] = s
+                            came[c] = root[p]
+            if state.allowed is not None:
+                paths = {c: w for c, w in paths.items() if view.nodes[c] in state.allowed}
+            fresh = [c for c in paths if c not in relevance]
+            if fresh:
+                vecs = backend.fetch([view.nodes[c] for c in fresh], namespace=namespace)
+                for c in fresh:
+                    cos = cosine(vecs.get(view.nodes[c]))
+                    relevance[c] = min(1.0, max(0.0, cos / top_sim))
+            scored = {c: w * relevance[c] for c, w in paths.items() if relevance[c] > 0}
+            for c, s in scored.items():
+                if s > best.get(c, 0.0):
+                    best[c] = s
+                    best_root[c] = came[c]
+            nxt = sorted(
+                ((c, s) for c, s in scored.items() if c not in visited),
+                key=lambda cs: (-cs[1], cs[0]),
+            )[: g.relay_seeds]
+            if not nxt:
+                break
+            frontier = dict(nxt)
+            visited.update(frontier)
+            root.update({c: came[c] for c in frontier})
+        ranked = sorted(best.items(), key=lambda cs: (-cs[1], view.nodes[cs[0]]))
+        return [
+            (view.nodes[c], s, view.nodes[best_root[c]])
+            for c, s in ranked[: comps.config.fusion.depth]
+        ]
+
+    def _entity_kinds(self, view: GraphView) -> dict[int, str]:
+        """Entity row -> its kind (``"name"``, ``"date"``...), read from the ``is_a`` edges
+        once per loaded graph."""
+        if self._kinds is None or self._kinds[0] is not view:
+            is_a = view.edges["is_a"].tocoo()
+            kinds = {int(e): view.nodes[int(t)][2:] for e, t in zip(is_a.row, is_a.col)}
+            self._kinds = (view, kinds)
+        return self._kinds[1]
 
     # -- seeds ------------------------------------------------------------------------------
     def question_seeds(

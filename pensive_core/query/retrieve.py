@@ -32,14 +32,18 @@ class HybridRetrieval:
             if state.qvec is None:
                 with state.timed("embed_ms"):
                     embedder = comps.embedder.get()
-                    state.qvec = checked(embedder, embedder.embed_query(state.search_text or state.text), None)
+                    state.qvec = checked(
+                        embedder, embedder.embed_query(state.search_text or state.text), None
+                    )
             with state.timed("dense_ms"):
                 state.lists["dense"] = backend.search(
                     state.qvec, depth, where=state.where, namespace=comps.config.backend.namespace
                 )
         if weights["bm25"] > 0:
             with state.timed("bm25_ms"):
-                state.lists["bm25"] = comps.sparse.search(state.search_text or state.text, depth, state.allowed)
+                state.lists["bm25"] = comps.sparse.search(
+                    state.search_text or state.text, depth, state.allowed
+                )
         with state.timed("fusion_ms"):
             state.fused = fuse(cfg.method, state.lists, weights, cfg.k)
         state.weights = weights

@@ -46,6 +46,7 @@ class QueryState:
         weights: The fusion weight of each list.
         fused: The fused candidates, best first.
         seeds: The graph nodes activation spread from (what learning strengthens).
+        relayed: The passages the graph's relay reached, with their scores, best first.
         hits: The answer's passages.
         confidence: L2's (or L3's) confidence in [0, 1].
         tier: ``"L2"`` or ``"L3"``.
@@ -65,6 +66,7 @@ class QueryState:
     weights: dict[str, float] = field(default_factory=dict)
     fused: list[Fused] = field(default_factory=list)
     seeds: dict[int, float] = field(default_factory=dict)
+    relayed: list[tuple[str, float]] = field(default_factory=list)
     hits: list[Hit] = field(default_factory=list)
     confidence: float = 0.0
     tier: str = "L2"

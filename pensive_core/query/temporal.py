@@ -8,9 +8,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..fusion import Fused
+from ..fusion import Fused, scale_score
 from ..temporal import TemporalKnobs, TimeIntent, parse_intent, resolve, slot_key, supported
-from ..temporal.resolve import _scale
 from ..temporal.subjects import SubjectCandidate, anchor_terms, superseded
 from ..timeutil import utcnow
 from ..types import Hit, TimeScope
@@ -163,7 +162,7 @@ class TemporalStage:
         for old, new in older.items():
             lift[new] = max(lift.get(new, score[new]), score[old])
         out = [
-            Fused(f.id, _scale(f.score, c.demote), f.ranks)
+            Fused(f.id, scale_score(f.score, c.demote), f.ranks)
             if f.id in older
             else Fused(f.id, lift[f.id], f.ranks)
             if f.id in lift

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..fusion import Fused
+from ..fusion import Fused, scale_score
 from .intent import TimeIntent
 from .store import TemporalView, spans_fit
 
@@ -53,13 +53,6 @@ def bounds(intent: TimeIntent | None, at: float | None) -> tuple[float | None, f
     if intent.kind == "as_of" and hi is not None:
         return hi - _EPS, hi
     return lo, hi
-
-
-def _scale(score: float, factor: float) -> float:
-    # scores may be negative (z-score fusion): a factor below 1 must still lower them
-    if score >= 0:
-        return score * factor
-    return score / factor if factor > 0 else float("-inf")
 
 
 def holds(view: TemporalView, i: int, lo: float | None, hi: float | None) -> bool:
@@ -167,7 +160,7 @@ def resolve(
             for i in info.statements:
                 for j in view.chains[view.rows[i].chain]:
                     if view.rows[j].chunk not in base:
-                        stand_in(view.rows[j].chunk, _scale(f.score, 0.999))
+                        stand_in(view.rows[j].chunk, scale_score(f.score, 0.999))
     # pass 2: passages that fit the time asked about, or fill the slot it names, rise
     bounded = kind in ("during", "before", "after") and (lo is not None or hi is not None)
     for cid in base:
@@ -190,7 +183,7 @@ def resolve(
             boosted += 1
     if not demoted and not boosted and not surfaced:
         return Resolution(list(fused))
-    out = {c: _scale(base[c], factor[c]) for c in base}
+    out = {c: scale_score(base[c], factor[c]) for c in base}
     order = sorted(out, key=lambda c: -out[c])
     return Resolution([Fused(c, out[c], ranks[c]) for c in order], demoted, surfaced, boosted)
 
