@@ -28,6 +28,7 @@ class GraphViews:
         ) = None
         self._reach: tuple[GraphView, Any, Any] | None = None
         self._ends: tuple[GraphView, dict[str, list[tuple[str, int]]]] | None = None
+        self._kinds: tuple[GraphView, dict[int, str]] | None = None
 
     def activation_config(self) -> ActivationConfig:
         """``[graph]``'s spreading settings."""
@@ -68,6 +69,15 @@ class GraphViews:
             linked = (view.edges["mentioned_in"] + view.edges["about"]).tocsr()
             self._reach = (view, linked, linked.tocsc())
         return self._reach[1], self._reach[2]
+
+    def kinds(self, view: GraphView) -> dict[int, str]:
+        """Entity row -> its kind (``"name"``, ``"date"``...), read from the ``is_a`` edges
+        once per loaded graph."""
+        if self._kinds is None or self._kinds[0] is not view:
+            is_a = view.edges["is_a"].tocoo()
+            kinds = {int(e): view.nodes[int(t)][2:] for e, t in zip(is_a.row, is_a.col)}
+            self._kinds = (view, kinds)
+        return self._kinds[1]
 
     def named_as(self, view: GraphView, index: dict[str, int], key: str) -> list[int]:
         """The entity rows that name ``key``: its own, and every longer name ending with it

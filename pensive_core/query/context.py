@@ -42,6 +42,8 @@ class ContextStage:
 
     def __init__(self, comps: Components) -> None:
         self._comps = comps
+        # the last context's names, by commit: both steps of one query read them once
+        self._names: tuple[int, tuple[str, ...], list[str]] | None = None
 
     # -- what the context names -------------------------------------------------------------
     def _known(self) -> dict[str, int] | None:
@@ -69,6 +71,10 @@ class ContextStage:
     def context_names(self, context: tuple[str, ...]) -> list[str]:
         """What the context names, latest piece first, each once (a longer name replaces a
         shorter one it contains): with the graph, only names the store knows."""
+        commit = self._comps.commit_no
+        cached = self._names  # one read: another thread may replace it
+        if cached is not None and cached[0] == commit and cached[1] == context:
+            return cached[2]
         known = self._known()
         names: list[str] = []
         for piece in reversed(context):
@@ -80,6 +86,7 @@ class ContextStage:
                 key = normalize_entity(name)
                 if key and not any(key in normalize_entity(n) for n in names):
                     names = [n for n in names if normalize_entity(n) not in key] + [name]
+        self._names = (commit, context, names)
         return names
 
     # -- before retrieval -------------------------------------------------------------------

@@ -61,7 +61,6 @@ class GraphStage:
 
     def __init__(self, comps: Components) -> None:
         self._comps = comps
-        self._kinds: tuple[GraphView, dict[int, str]] | None = None
 
     def run(self, state: QueryState) -> None:
         """Activation (when the graph is on and weighted), the relay (when ``[graph] relay``
@@ -165,7 +164,7 @@ class GraphStage:
         assert comps.graph_views is not None
         view, _, index, _ = comps.graph_views.state()
         said = set(self.question_seeds(state.text, index, 1.0))
-        kinds = self._entity_kinds(view)
+        kinds = comps.graph_views.kinds(view)
         mentions, about, naming = (
             view.edges["mentions"],
             view.edges["about"],
@@ -224,15 +223,6 @@ class GraphStage:
             (view.nodes[c], s, view.nodes[best_root[c]])
             for c, s in ranked[: comps.config.fusion.depth]
         ]
-
-    def _entity_kinds(self, view: GraphView) -> dict[int, str]:
-        """Entity row -> its kind (``"name"``, ``"date"``...), read from the ``is_a`` edges
-        once per loaded graph."""
-        if self._kinds is None or self._kinds[0] is not view:
-            is_a = view.edges["is_a"].tocoo()
-            kinds = {int(e): view.nodes[int(t)][2:] for e, t in zip(is_a.row, is_a.col)}
-            self._kinds = (view, kinds)
-        return self._kinds[1]
 
     # -- seeds ------------------------------------------------------------------------------
     def question_seeds(
