@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = ["ContextStage"]
 
 _COMMON = 20  # passages naming a name beyond which each is raised less
+_READ = 4000  # characters of the context read for names, latest first (a query's cost bound)
 
 
 class ContextStage:
@@ -70,14 +71,20 @@ class ContextStage:
 
     def context_names(self, context: tuple[str, ...]) -> list[str]:
         """What the context names, latest piece first, each once (a longer name replaces a
-        shorter one it contains): with the graph, only names the store knows."""
+        shorter one it contains): with the graph, only names the store knows. Only the last
+        ``_READ`` characters are read, so a long context costs no more than a short one."""
         commit = self._comps.commit_no
         cached = self._names  # one read: another thread may replace it
         if cached is not None and cached[0] == commit and cached[1] == context:
             return cached[2]
         known = self._known()
         names: list[str] = []
+        left = _READ
         for piece in reversed(context):
+            if left <= 0:
+                break
+            piece = piece[-left:]  # the end of a piece is its latest part
+            left -= len(piece)
             said = self.names(piece)
             if known is not None:
                 said = [n for n in said if "e:" + normalize_entity(n) in known]

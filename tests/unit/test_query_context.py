@@ -100,3 +100,10 @@ def test_a_question_that_names_someone_keeps_its_own_subject(store):
         "Where did Marie Curie grow up?", k=3, context=["We were talking about Scott Derrickson."]
     )
     assert ranked(res)[0] == "curie"
+
+
+def test_only_the_latest_part_of_a_long_context_is_read(store):
+    # the name said last counts; one buried under 100 long pieces before it is not read
+    old = ["Marie Curie was mentioned. " + "nothing to see here. " * 900]
+    res = store.query(Q, k=8, context=old * 99 + ["We were talking about Scott Derrickson."])
+    assert ranked(res)[0] == "derrickson"
