@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..fusion import Fused, scale_score
 from ..temporal import TemporalKnobs, TimeIntent, parse_intent, resolve, slot_key, supported
-from ..temporal.subjects import SubjectCandidate, anchor_terms, superseded
+from ..temporal.subjects import SubjectCandidate, anchor_terms, asks_now, superseded
 from ..timeutil import utcnow
 from ..types import Hit, TimeScope
 from .state import QueryState
@@ -112,13 +112,9 @@ class TemporalStage:
         a superseded passage's score is multiplied by ``[temporal] demote``."""
         comps = self._comps
         c = comps.config.temporal
-        intent = state.intent
-        at = as_of_bound(state.cutoff)
-        if at is None and intent is not None:
-            if intent.kind == "as_of" and intent.end is not None:
-                at = intent.end.timestamp()
-            elif intent.kind != "latest":
-                return state.fused  # a span, a "when", a change: not one time to resolve at
+        applies, at = asks_now(state.text, state.intent, as_of_bound(state.cutoff), utcnow())
+        if not applies:
+            return state.fused  # a span, a past "when", a change, not a question
         window = state.fused[: c.subject_window]
         if len(window) < 2:
             return state.fused

@@ -27,12 +27,32 @@ undated collections (encyclopedia text, papers) are left exactly as retrieval ra
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 import numpy as np
 
-__all__ = ["SubjectCandidate", "anchor_terms", "superseded", "valid_time"]
+from .intent import TimeIntent
+
+__all__ = ["SubjectCandidate", "anchor_terms", "asks_now", "superseded", "valid_time"]
+
+# a question, by its form: a wh-word or an auxiliary first, an imperative asking for an
+# answer, or a question mark last; a claim to check or a title is none of these
+_QUESTION = re.compile(
+    r"^\W*(?:who|whom|whose|what|what's|which|where|where's|when|when's|why|how|how's|is|isn't|"
+    r"are|aren't|am|do|does|doesn't|did|has|have|had|can|could|will|would|should|shall|may|"
+    r"tell me|show me|give me|find|list|name)\b|\?\W*$",
+    re.IGNORECASE,
+)
+# "when" asked in the present or future ("when is the launch?", "when's the next ferry?") asks
+# for what is planned now; "when did / was" asks for a past event, not one time to resolve at
+_WHEN_NOW = re.compile(
+    r"^\W*(?:when(?:'s|\u2019s|\s+(?:is|are|does|do|will|can|should|shall|must))|"
+    r"what (?:time|day|date) (?:is|are|does|do|will))\b",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -70,6 +90,41 @@ def anchor_terms(idf: dict[str, float], share: float = 0.5) -> frozenset[str]:
         return frozenset()
     top = max(idf.values())
     return frozenset(t for t, w in idf.items() if w >= share * top)
+
+
+def asks_now(
+    text: str, intent: TimeIntent | None, cutoff: float | None, now: datetime
+) -> tuple[bool, float | None]:
+    """Whether supersession by subject applies to a query, and the time it resolves at.
+
+    It applies to a question about now ("who runs X?", "is X still open?", "when is the
+    launch?", "... today?") or as of one time (``as_of=`` or "as of 2020"); not to a span,
+    a past "when did ...", a "how has it changed", nor to text that is not a question (a
+    claim to verify, a title): those ask for no one time at which one passage replaces
+    another.
+
+    Args:
+        text: The query text.
+        intent: The time the question asks about (:func:`.intent.parse_intent`).
+        cutoff: The caller's ``as_of`` as an exclusive bound (POSIX seconds), or None.
+        now: The current time (a relative "today" covering it reads as now).
+
+    Returns:
+        (applies, exclusive time bound or None for now).
+    """
+    if cutoff is not None:
+        return True, cutoff
+    if intent is not None:
+        if intent.kind == "as_of" and intent.end is not None:
+            return True, intent.end.timestamp()
+        if intent.kind == "when":
+            return bool(_WHEN_NOW.search(text)), None
+        if intent.kind == "during" and intent.relative and intent.start and intent.end:
+            return intent.start <= now < intent.end, None  # "today", "this week"
+        if intent.kind != "latest":
+            return False, None
+        return True, None
+    return bool(_QUESTION.search(text)), None
 
 
 def _better(new: float, old: float, relevance: float) -> bool:

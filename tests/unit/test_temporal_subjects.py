@@ -10,7 +10,8 @@ import pytest
 
 from pensive_core import Document, Pensive
 from pensive_core.temporal import Statement
-from pensive_core.temporal.subjects import SubjectCandidate, anchor_terms, superseded
+from pensive_core.temporal import parse_intent
+from pensive_core.temporal.subjects import SubjectCandidate, anchor_terms, asks_now, superseded
 from tests.conftest import HASH_CONFIG
 
 U = timezone.utc
@@ -101,6 +102,58 @@ def test_anchor_terms_are_the_questions_rarest():
         "mapping",
     }
     assert anchor_terms({}) == frozenset()
+
+
+# -- which queries it applies to ----------------------------------------------------------------
+NOW = datetime(2026, 12, 1, 12, tzinfo=U)
+
+
+def applies(text, cutoff=None):
+    return asks_now(text, parse_intent(text, NOW), cutoff, NOW)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Who runs the Oslo office?",
+        "who runs the oslo office",  # no question mark, lower case
+        "What's the Vantor storage price",
+        "Is the Gorse Lane pool still open?",
+        "Has change 2231 landed?",
+        "Tell me who owns Fenwick Arena",
+        "the Vantor storage price?",  # a question by its mark alone
+        "Who is the current mayor of Westford?",  # "current": a question about now
+        "When is Omar Haddad defending his thesis?",  # a when in the present: what is planned
+        "When's the first ferry to Gull Island?",
+        "When will the Aurora lamp ship?",
+        "Can I swim at Gorse Lane today?",  # "today" covers now
+    ],
+)
+def test_it_applies_to_questions_about_now(text):
+    assert applies(text) == (True, None)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Aspirin inhibits platelet aggregation in healthy adults.",  # a claim to verify
+        "0-dimensional biomaterials show inductive properties",
+        "Vantor storage pricing",  # a title or keywords: no question form
+        "When did Caroline go to the support group?",  # a past event
+        "When was the arena sold?",
+        "Who led the club from 1990 to 1995?",  # a span
+        "How has the ferry timetable changed?",  # asks for the change itself
+        "What did Omar do last week?",  # a relative time that does not cover now
+    ],
+)
+def test_it_does_not_apply_to_claims_spans_or_past_events(text):
+    assert applies(text)[0] is False
+
+
+def test_as_of_a_time_applies_to_any_text_and_resolves_there():
+    assert applies("Aspirin inhibits platelet aggregation.", cutoff=ts(2020)) == (True, ts(2020))
+    ok, at = applies("Who owned Fenwick Arena as of 2020?")
+    assert ok and at == datetime(2021, 1, 1, tzinfo=U).timestamp()
 
 
 # -- in a store ---------------------------------------------------------------------------
