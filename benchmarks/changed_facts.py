@@ -22,6 +22,7 @@ the choosing questions only, for tuning).
     python -m benchmarks.changed_facts --store /tmp/changed-bench
     python -m benchmarks.changed_facts --split choosing --variants   # while choosing
     python -m benchmarks.changed_facts --scifact-dated --scifact-store DIR --skip-items
+    python -m benchmarks.changed_facts --locomo-dated --skip-items   # false demotions in chats
 """
 
 from __future__ import annotations
@@ -196,10 +197,18 @@ def build(store: Path, docs: list[Document]) -> dict[str, Any]:
     }
 
 
+def as_question(claim: str) -> str:
+    """A SciFact claim asked as a question about now: "Is it true that <claim>?" (the
+    subjects step leaves claims alone, and questions are what it resolves)."""
+    c = claim.strip().rstrip(".")
+    return f"Is it true that {c[:1].lower() + c[1:]}?"
+
+
 def scifact_dated(data: Path, store: Path, source: Path, seed: int) -> dict[str, Any]:
     """The false-demotion check with dates: SciFact nDCG@10 when every abstract carries a
     timestamp (drawn uniformly from 2015-2025, seeded), so passages on one topic from
-    different "years" meet in the top candidates.
+    different "years" meet in the top candidates. Each claim is asked as written and as a
+    question (:func:`as_question`).
 
     ``source`` is a store built by ``benchmarks.scifact``; it is copied and the copy's document
     timestamps are set in its SQLite file (re-ingesting 5,183 abstracts only to date them takes
@@ -228,15 +237,47 @@ def scifact_dated(data: Path, store: Path, source: Path, seed: int) -> dict[str,
         db.close()
     runs: dict[str, Any] = {}
     for name, over in SYSTEMS.items():
+        runs[name] = {}
         with Pensive(store, config=merged(over)) as p:
-            ranks = {}
-            for qid in qrels:
-                res = p.query(queries[qid], k=100)
-                ranks[qid] = list(dict.fromkeys(h.doc_id for h in res.hits))
-        ndcg = ir_evaluate(ranking_to_run(ranks), qrels, ("nDCG@10",))["nDCG@10"]
-        runs[name] = {"nDCG@10": round(ndcg, 4)}
+            for form, ask in (("nDCG@10", lambda c: c), ("nDCG@10 asked", as_question)):
+                ranks = {}
+                for qid in qrels:
+                    res = p.query(ask(queries[qid]), k=100)
+                    ranks[qid] = list(dict.fromkeys(h.doc_id for h in res.hits))
+                ndcg = ir_evaluate(ranking_to_run(ranks), qrels, ("nDCG@10",))["nDCG@10"]
+                runs[name][form] = round(ndcg, 4)
         print(f"scifact dated, {name}: {runs[name]}", flush=True)
     return {"claims": len(qrels), "abstracts": len(docs), "runs": runs}
+
+
+def locomo_dated(data: Path, store: Path) -> dict[str, Any]:
+    """The false-demotion check on conversations: LoCoMo's development conversations, every
+    turn a document timestamped with its session's date, and the questions of categories 1-4
+    (multi-hop, temporal, open-domain, single-hop), each filtered to its conversation; most
+    are about things that did not change. Evidence recall@10 per category and overall."""
+    from benchmarks.temporal import eval_locomo, load_locomo_dated
+
+    docs, questions = load_locomo_dated(data, (1, 2, 3, 4))
+    t = time.perf_counter()
+    with Pensive(store, config=BASE) as p:
+        p.ingest(docs)
+    out: dict[str, Any] = {
+        "turns": len(docs),
+        "questions": len(questions),
+        "ingest_seconds": round(time.perf_counter() - t, 1),
+        "runs": {},
+    }
+    cats = sorted({q["category"] for q in questions})
+    for name, over in SYSTEMS.items():
+        with Pensive(store, config=merged(over)) as p:
+            cell = {"all": eval_locomo(p, questions)["recall@10"]}
+            for c in cats:
+                cell[f"category {c}"] = eval_locomo(
+                    p, [q for q in questions if q["category"] == c]
+                )["recall@10"]
+        out["runs"][name] = cell
+        print(f"locomo dated, {name}: {cell}", flush=True)
+    return out
 
 
 def _pct(cell: dict[str, Any] | None, key: str) -> str:
@@ -285,8 +326,20 @@ def render(payload: dict[str, Any]) -> str:
         lines += [
             f"## SciFact with dates (false demotions): {sf['claims']} claims, {sf['abstracts']} "
             "abstracts each timestamped at random in 2015-2025", "",
-            "| system | nDCG@10 |", "|---|---|",
-        ] + [f"| {n} | {r['nDCG@10']} |" for n, r in sf["runs"].items()] + [""]  # fmt: skip
+            "| system | nDCG@10, claims as written | nDCG@10, asked \"Is it true that ...?\" |",
+            "|---|---|---|",
+        ] + [f"| {n} | {r['nDCG@10']} | {r.get('nDCG@10 asked', '-')} |"
+             for n, r in sf["runs"].items()] + [""]  # fmt: skip
+    lc = payload.get("locomo_dated")
+    if lc:
+        cols = list(next(iter(lc["runs"].values())))
+        lines += [
+            f"## LoCoMo with dates (false demotions): {lc['questions']} questions of categories "
+            f"1-4 over {lc['turns']} turns, each turn timestamped with its session's date", "",
+            "Evidence recall@10 (each question filtered to its conversation).", "",
+            "| system | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|",
+        ] + [f"| {n} | " + " | ".join(str(r[c]) for c in cols) + " |"
+             for n, r in lc["runs"].items()] + [""]  # fmt: skip
     lines += ["Query p50 (ms): " + ", ".join(
         f"{n} {r['query_ms_p50']}" for n, r in payload["runs"].items()
     ), ""]  # fmt: skip
@@ -309,7 +362,9 @@ def main(argv: list[str] | None = None) -> None:
                     help="also SciFact nDCG@10 with every abstract dated (false demotions)")  # fmt: skip
     ap.add_argument("--scifact-store", type=Path, default=None,
                     help="a store built by benchmarks.scifact, copied (no re-embedding)")  # fmt: skip
-    ap.add_argument("--skip-items", action="store_true", help="only the SciFact check")
+    ap.add_argument("--locomo-dated", action="store_true",
+                    help="also LoCoMo recall@10 with every turn dated (false demotions)")  # fmt: skip
+    ap.add_argument("--skip-items", action="store_true", help="only the SciFact/LoCoMo checks")
     args = ap.parse_args(argv)
     if args.variants and args.split != "choosing":
         ap.error("--variants are for choosing: use --split choosing")
@@ -340,6 +395,9 @@ def main(argv: list[str] | None = None) -> None:
         payload["scifact_dated"] = scifact_dated(
             args.data, store.parent / (store.name + "-scifact-dated"), args.scifact_store, args.seed
         )
+        write_results(args.name, args.out, payload, render(payload))
+    if args.locomo_dated:
+        payload["locomo_dated"] = locomo_dated(args.data, store.parent / (store.name + "-locomo"))
         write_results(args.name, args.out, payload, render(payload))
     if args.skip_items:
         return

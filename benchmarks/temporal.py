@@ -454,9 +454,11 @@ def session_time(text: str) -> datetime:
     return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
 
 
-def load_locomo_dated(data: Path) -> tuple[list[Document], list[dict[str, Any]]]:
-    """Every turn as a document timestamped with its session's date, and the temporal
-    (category 2) questions with their evidence turns."""
+def load_locomo_dated(
+    data: Path, categories: tuple[int, ...] = (2,)
+) -> tuple[list[Document], list[dict[str, Any]]]:
+    """Every turn as a document timestamped with its session's date, and the questions of
+    ``categories`` (by default the temporal ones, 2) with their evidence turns."""
     path = data / "locomo" / "locomo_dev.json"
     if not path.is_file():
         raise SystemExit(f"error: LoCoMo not found at {path}; pass --data DIR")
@@ -479,12 +481,13 @@ def load_locomo_dated(data: Path) -> tuple[list[Document], list[dict[str, Any]]]
                 )
         for qa in sample["qa"]:
             gold = dia_ids(qa.get("evidence", []))
-            if qa.get("category") == 2 and gold:
+            if qa.get("category") in categories and gold:
                 questions.append(
                     {
                         "text": qa["question"],
                         "gold": {f"{conv}:{d}" for d in gold},
                         "filters": {"conv": conv},
+                        "category": qa["category"],
                     }
                 )
     return docs, questions
