@@ -64,6 +64,7 @@ RELAY_RUNGS: dict[str, dict[str, Any]] = {
     "relay only (activation off)": RELAY_ONLY,
     "activation only, relay off, no focused hop": {"graph": {"relay": 0.0, "focus": 0.0}},
     "graph + relay, 2 rounds": {"graph": {"relay": 1.0, "relay_rounds": 2}},
+    "relay, naming links at 1.0": {"graph": {"relay": 1.0, "relay_naming": 1.0}},
 }
 NO_FOCUS = {"graph": {"focus": 0.0}}
 EVERY_MENTION = {"graph": {"edges": {"mentioned_in": 0.05, "co_occurs": 0.2}}}
@@ -83,7 +84,6 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "graph: focused hop, bridges up to 3 passages": {"graph": {"bridge_max": 3}},
     "graph: focused hop, no bridges (passages about the name only)": {"graph": {"bridge": 0.0}},
     "relay only, 0.5": {"graph": {"relay": 0.5, "weight": 0.0}},
-    "relay, naming links at 1.0": {"graph": {"relay": 1.0, "relay_naming": 1.0}},
     "relay only, about links only (fan-out 0)": {"graph": {"relay": 1.0, "weight": 0.0,
                                                           "relay_fanout": 0}},
     "relay only, naming up to 20 passages": {"graph": {"relay": 1.0, "weight": 0.0,

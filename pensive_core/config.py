@@ -398,9 +398,10 @@ class TemporalConfig(_Section):
     # subjects: passages about the same subject, whatever their wording (a rare question term
     # in both, embeddings close), ordered by valid time (their documents' timestamps); for a
     # question about now (or as of a date) the newest that answers the question about as well
-    # stands in for the older ones, which are demoted (x ``demote``). Off: on the changed-facts
-    # set it also demotes still-true older passages that a newer one restates (controls),
-    # see benchmarks/results/changed_facts.md; undated passages never take part.
+    # stands in for the older ones, which are demoted (x ``demote``); only for a question
+    # about now or one time (not a span, a past "when did", a claim). Off: it also demotes
+    # still-true passages (changed-facts controls, dated SciFact asked as questions, dated
+    # LoCoMo), see benchmarks/results/changed_facts.md; undated passages never take part.
     subjects: bool = False
     subject_window: int = Field(10, ge=2, le=1000)  # top fused candidates compared
     # passage-to-passage cosine at or above which two passages can be about one subject
