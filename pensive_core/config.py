@@ -114,9 +114,24 @@ class WeaviateConfig(_Section):
     timeout_s: float = Field(30.0, gt=0)
 
 
+class PgvectorConfig(_Section):
+    """Postgres with pgvector (psycopg 3): one table per namespace, an HNSW index (cosine).
+    The DSN is ``dsn`` without a password (libpq reads it from ``PGPASSWORD`` or
+    ``~/.pgpass``) or the whole DSN from the environment variable named by ``dsn_env``."""
+
+    dsn: str = ""  # "host=db.internal dbname=pensive user=app" or postgresql://app@db/pensive
+    dsn_env: str = "PENSIVE_PGVECTOR_DSN"
+    # table of the default namespace; another namespace's is "{table}__{namespace}"
+    table: str = Field("pensive_vec", pattern=r"^[a-z_][a-z0-9_]{0,13}$")  # 14 + 2 + 47 <= 63
+    m: int = Field(16, ge=2, le=100)  # HNSW links per node (pgvector's default)
+    ef_construction: int = Field(64, ge=4, le=1000)  # pgvector's default
+    ef_search: int = Field(100, ge=1, le=1000)  # candidates an unfiltered search walks (>= k)
+    connect_timeout_s: float = Field(10.0, gt=0, le=600)
+
+
 class BackendConfig(_Section):
     """Which vector backend holds the dense vectors (``faiss``, ``chroma``, ``pinecone``,
-    ``weaviate``, ``memory`` or ``module:Class``), and the namespace this store uses in it
+    ``weaviate``, ``pgvector``, ``memory`` or ``module:Class``), and the namespace this store uses in it
     (stores sharing one service index or collection stay apart by namespace)."""
 
     name: str = "faiss"
@@ -125,6 +140,7 @@ class BackendConfig(_Section):
     chroma: ChromaConfig = ChromaConfig()
     pinecone: PineconeConfig = PineconeConfig()
     weaviate: WeaviateConfig = WeaviateConfig()
+    pgvector: PgvectorConfig = PgvectorConfig()
 
 
 class EmbedderConfig(_Section):

@@ -72,6 +72,7 @@ PLUG_KINDS: dict[str, PlugKind] = {
             "chroma": "pensive_core.backends.chroma:ChromaBackend",
             "pinecone": "pensive_core.backends.pinecone:PineconeBackend",
             "weaviate": "pensive_core.backends.weaviate:WeaviateBackend",
+            "pgvector": "pensive_core.backends.pgvector:PgvectorBackend",
         },
     ),
     "embedder": PlugKind(

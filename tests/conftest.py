@@ -32,6 +32,26 @@ def minilm():
     return create_embedder(EmbedderConfig())
 
 
+# read before any test runs: the fixture below clears PENSIVE_* variables for each test
+TEST_POSTGRES_DSN = os.environ.get("PENSIVE_TEST_POSTGRES_DSN", "")
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn(tmp_path_factory):
+    """A real Postgres with pgvector: ``PENSIVE_TEST_POSTGRES_DSN`` when set, else one the
+    ``pgserver`` wheel starts in a folder (Postgres 16, pgvector 0.6), stopped at the end."""
+    if TEST_POSTGRES_DSN:
+        yield TEST_POSTGRES_DSN
+        return
+    import pgserver
+
+    server = pgserver.get_server(tmp_path_factory.mktemp("pg"), cleanup_mode="stop")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+
+
 @pytest.fixture(autouse=True)
 def _no_pensive_env(monkeypatch):
     """Keep a developer's PENSIVE_* variables out of the tests."""

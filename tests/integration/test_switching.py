@@ -3,6 +3,8 @@ one backend to the next with ``reindex``, never embedding again."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from pensive_core import BackendError, Pensive
@@ -18,9 +20,11 @@ DIM = HASH_CONFIG["embedder"]["dim"]
 
 
 @pytest.fixture
-def services(monkeypatch, chroma_port):  # noqa: F811 - the fixture imported above
-    """Backend configs for FAISS, a real Chroma server, and Pinecone and Weaviate fakes."""
+def services(monkeypatch, chroma_port, postgres_dsn):  # noqa: F811 - the fixture imported above
+    """Backend configs for FAISS, a real Chroma server, a real Postgres with pgvector, and
+    Pinecone and Weaviate fakes."""
     monkeypatch.setenv(KEY_ENV, "fake-key")
+    monkeypatch.setenv("PENSIVE_PGVECTOR_DSN", postgres_dsn)
     monkeypatch.delenv("WEAVIATE_API_KEY", raising=False)
     with serve_pinecone_fake(DIM) as pc, serve_weaviate_fake() as wv:
         yield {
@@ -37,6 +41,8 @@ def services(monkeypatch, chroma_port):  # noqa: F811 - the fixture imported abo
                 "name": "weaviate",
                 "weaviate": {"url": wv.url, "grpc_port": wv.grpc_port, "backoff_s": 0.01},
             },
+            # a table of this run's own: PENSIVE_TEST_POSTGRES_DSN may name a lasting server
+            "pgvector": {"name": "pgvector", "pgvector": {"table": f"sw{uuid.uuid4().hex[:8]}"}},
         }
 
 
@@ -85,7 +91,7 @@ def test_reindex_round_trip_through_every_backend(tmp_path, services, monkeypatc
             raise AssertionError("reindex must not embed stored passages again")
 
         monkeypatch.setattr(embedder, "embed", no_embedding)
-        for name in ("pinecone", "weaviate", "chroma", "faiss"):
+        for name in ("pinecone", "weaviate", "chroma", "pgvector", "faiss"):
             cfg = services[name]
             report = p.reindex(name, cfg.get(name), namespace="moved" if name != "faiss" else "")
             assert report["vectors"] == 8 and report["embedded"] == 0, name
@@ -110,7 +116,7 @@ def test_reindex_refuses_a_namespace_in_use(tmp_path, services):
         assert p.query("Acme revenue", k=1).hits
 
 
-@pytest.mark.parametrize("name", ["pinecone", "weaviate", "chroma"])
+@pytest.mark.parametrize("name", ["pinecone", "weaviate", "chroma", "pgvector"])
 def test_two_stores_share_one_service_apart_by_namespace(tmp_path, services, name):
     docs = {d.id: d for d in docs_corpus()}
     tenants = {"acme": ["q3", "q4", "ceo"], "nature": ["bird", "tea"]}

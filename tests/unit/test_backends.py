@@ -186,6 +186,7 @@ def test_atomic_persist_keeps_previous_generation(tmp_path, monkeypatch):
         ("chroma", "chromadb", "chroma"),
         ("pinecone", "pinecone", "pinecone"),
         ("weaviate", "weaviate", "weaviate"),
+        ("pgvector", "psycopg", "postgres"),
     ],
 )
 def test_a_missing_extra_is_named_and_nothing_is_written(

@@ -118,6 +118,7 @@ def test_install_hints_name_existing_extras():
         "chroma",
         "pinecone",
         "weaviate",
+        "postgres",
         "llamaindex",
         "langchain",
         "server",
