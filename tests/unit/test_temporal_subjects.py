@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 
 from pensive_core import Document, Pensive
-from pensive_core.temporal import Statement
-from pensive_core.temporal import parse_intent
+from pensive_core.temporal import Statement, parse_intent
 from pensive_core.temporal.subjects import SubjectCandidate, anchor_terms, asks_now, superseded
 from tests.conftest import HASH_CONFIG
 
