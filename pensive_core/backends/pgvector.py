@@ -22,7 +22,6 @@ import json
 import math
 import os
 import re
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -32,25 +31,22 @@ import numpy as np
 from ..config import PgvectorConfig
 from ..errors import BackendError, ConfigError, MissingDependencyError
 from ..filters import And, Filter, Or
+from ..storage.pg import PgConnection, describe, first_line, has_password, psycopg_module
 from .base import check_namespace, check_upsert
+
+T = TypeVar("T")
 
 __all__ = ["PgvectorBackend", "filter_sql", "where_dsn"]
 
-T = TypeVar("T")
-_PASSWORD = re.compile(r"(?:^|\s)password\s*=|://[^/@\s]*:[^/@\s]*@", re.IGNORECASE)
 _BIG = 1.7976931348623157e308  # JSON holds no infinity: +-inf is stored as +-max float
 
 
-def _psycopg():  # type: ignore[no-untyped-def]
+def _adapters():  # type: ignore[no-untyped-def]
     try:
-        import psycopg
         from pgvector.psycopg import register_vector
     except ImportError as exc:
-        raise MissingDependencyError(
-            "psycopg" if "psycopg" in str(exc) else "pgvector", "postgres",
-            "The pgvector vector backend",
-        ) from exc  # fmt: skip
-    return psycopg, register_vector
+        raise MissingDependencyError("pgvector", "postgres", "The pgvector backend") from exc
+    return register_vector
 
 
 def where_dsn(cfg: PgvectorConfig) -> str:
@@ -62,7 +58,7 @@ def where_dsn(cfg: PgvectorConfig) -> str:
     env = os.environ.get(cfg.dsn_env, "") if cfg.dsn_env else ""
     if env:
         return env
-    if _PASSWORD.search(cfg.dsn):
+    if has_password(cfg.dsn):
         raise ConfigError(
             "[backend.pgvector] dsn holds a password, and the config is saved with the store: "
             f"put the password in PGPASSWORD or ~/.pgpass, or the whole DSN in ${cfg.dsn_env}"
@@ -73,19 +69,6 @@ def where_dsn(cfg: PgvectorConfig) -> str:
             f"(without the password) or the environment variable {cfg.dsn_env}"
         )
     return cfg.dsn
-
-
-def _describe(dsn: str) -> str:
-    """``host/dbname`` of a DSN for messages (no user, no password)."""
-    try:
-        from psycopg.conninfo import conninfo_to_dict
-
-        info = conninfo_to_dict(dsn)
-    except Exception:  # a malformed string: say so without echoing it (it may hold secrets)
-        return "a malformed DSN"
-    host = info.get("host") or "localhost"
-    port = f":{info['port']}" if info.get("port") else ""
-    return f"{host}{port}/{info.get('dbname') or info.get('user') or 'postgres'}"
 
 
 def _json_value(v: Any) -> Any:
@@ -153,69 +136,38 @@ class PgvectorBackend:
     def __init__(
         self, folder: Path | None, dim: int, options: PgvectorConfig | Mapping[str, Any] | None
     ) -> None:
-        self._psycopg, self._register = _psycopg()
+        psycopg_module("The pgvector backend")
+        register = _adapters()
         if isinstance(options, Mapping):
             options = PgvectorConfig(**options)
         self.cfg = options or PgvectorConfig()
         self.dim = dim
-        self._dsn = where_dsn(self.cfg)
-        self.address = _describe(self._dsn)
-        self._lock = threading.RLock()
-        self._conn: Any = None
+
+        def setup(conn: Any) -> None:
+            try:
+                conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                register(conn)
+            except Exception as exc:
+                raise BackendError(
+                    f"Postgres at {describe(dsn)} has no usable pgvector extension "
+                    f"({first_line(exc)}); install pgvector >= 0.5 and run CREATE EXTENSION "
+                    "vector"
+                ) from None
+
+        dsn = where_dsn(self.cfg)
+        self._pg = PgConnection(
+            dsn,
+            "The pgvector backend",
+            self.cfg.connect_timeout_s,
+            setup,
+            f"[backend.pgvector] dsn / ${self.cfg.dsn_env}",
+        )
+        self.address = self._pg.address
         self._known: set[str] = set()  # tables known to exist
-        self._connect()
         self._table("", create=True)
 
-    # -- connection --------------------------------------------------------------------------
-    def _connect(self) -> None:
-        psycopg = self._psycopg
-        try:
-            conn = psycopg.connect(
-                self._dsn, autocommit=True, connect_timeout=max(1, int(self.cfg.connect_timeout_s))
-            )
-        except psycopg.Error as exc:
-            raise BackendError(
-                f"cannot connect to Postgres at {self.address} ({type(exc).__name__}: "
-                f"{_first_line(exc)}); check [backend.pgvector] dsn / ${self.cfg.dsn_env}"
-            ) from None
-        try:
-            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-            self._register(conn)
-        except psycopg.Error as exc:
-            conn.close()
-            raise BackendError(
-                f"Postgres at {self.address} has no usable pgvector extension "
-                f"({_first_line(exc)}); install pgvector >= 0.5 and run CREATE EXTENSION vector"
-            ) from None
-        self._conn = conn
-
     def _run(self, what: str, fn: Callable[[Any], T]) -> T:
-        """Run ``fn(connection)``; a broken connection is reopened and ``fn`` run once more."""
-        psycopg = self._psycopg
-        with self._lock:
-            for attempt in (0, 1):
-                if self._conn is None or self._conn.closed:
-                    self._connect()
-                try:
-                    return fn(self._conn)
-                except psycopg.OperationalError as exc:
-                    broken = self._conn.broken or self._conn.closed
-                    if attempt == 0 and broken:
-                        try:
-                            self._conn.close()
-                        finally:
-                            self._conn = None
-                        continue
-                    raise BackendError(
-                        f"Postgres at {self.address} failed to {what} ({_first_line(exc)}); "
-                        "retry the request"
-                    ) from None
-                except psycopg.Error as exc:
-                    raise BackendError(
-                        f"Postgres at {self.address} refused to {what} "
-                        f"({type(exc).__name__}: {_first_line(exc)})"
-                    ) from None
-        raise AssertionError("unreachable")
+        return self._pg.run(what, fn)
 
     # -- tables ------------------------------------------------------------------------------
     def _name(self, namespace: str) -> str:
@@ -265,7 +217,7 @@ class PgvectorBackend:
                     )
 
             self._run("create a table", make)
-            stored = look(self._conn)
+            stored = self._run("look up a table", look)
         if stored != self.dim:
             raise ConfigError(
                 f"the pgvector table {name!r} at {self.address} holds {stored}-d vectors, "
@@ -410,16 +362,9 @@ class PgvectorBackend:
 
     def close(self) -> None:
         """Close the connection."""
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+        self._pg.close()
 
 
 def _array(v: Any) -> np.ndarray:
     """A fetched vector as float32 (the adapters give a ``Vector`` or an array)."""
     return np.asarray(v.to_numpy() if hasattr(v, "to_numpy") else v, dtype=np.float32)
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

@@ -146,11 +146,15 @@ def test_an_unreachable_server_names_host_and_database_never_the_password(monkey
 def test_a_dropped_connection_is_reopened(backend, postgres_dsn):
     vecs = unit_vectors(np.random.default_rng(5), 3)
     backend.upsert(list("abc"), vecs)
-    pid = backend._conn.info.backend_pid
     with psycopg.connect(postgres_dsn, autocommit=True) as c:
-        c.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        killed = c.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE application_name = 'pensive' AND pid <> pg_backend_pid()"
+        ).fetchall()
+    assert killed  # the backend's connection was among them
     assert backend.search(vecs[1], 1)[0][0] == "b"  # the call reconnects once
-    assert backend._conn.info.backend_pid != pid
+    backend.upsert(["d"], vecs[:1])  # and writes again
+    assert backend.count() == 4
 
 
 def test_pensive_on_pgvector(tmp_path, postgres_dsn, monkeypatch):
