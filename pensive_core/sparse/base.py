@@ -3,29 +3,31 @@
 from __future__ import annotations
 
 from collections.abc import Container, Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 __all__ = ["SparseIndex"]
 
 
+@runtime_checkable
 class SparseIndex(Protocol):
     """A persistent lexical index of passages (BM25): written by ingest, searched by L2.
 
     :class:`~pensive_core.sparse.BM25Index` (segment files beside the store) is the embedded
-    implementation; another storage engine keeps the same scores elsewhere.
+    implementation; :class:`~pensive_core.sparse.postgres.PostgresBM25` keeps the same scores
+    in Postgres tables. :class:`pensive_core.testing.SparseIndexTests` is what both pass.
 
     Attributes:
         n_live: Passages indexed (committed or pending).
         rebuilt: Whether the last commit rebuilt segments that existed before it (every
             passage's length norm may have moved: cached answers cannot be trusted).
-        vocab: Term -> term id.
-        segments: The index's segments (their count is reported by ``stats()``).
+        n_terms: Distinct terms indexed (reported by ``stats()``).
+        n_segments: Segments the index is kept in (reported by ``stats()``).
     """
 
     n_live: int
     rebuilt: bool
-    vocab: dict[str, int]
-    segments: list
+    n_terms: int
+    n_segments: int
 
     def add(self, chunk_id: str, text: str) -> None:
         """Index ``text`` under ``chunk_id`` (replacing what the id held)."""

@@ -369,6 +369,17 @@ class BM25Index:
     def __len__(self) -> int:
         return self.n_live
 
+    @property
+    def n_terms(self) -> int:
+        """Distinct terms indexed (the vocabulary, deleted passages' terms included until a
+        merge)."""
+        return len(self.vocab)
+
+    @property
+    def n_segments(self) -> int:
+        """Segments on disk."""
+        return len(self.segments)
+
     def __contains__(self, chunk_id: str) -> bool:
         return chunk_id in self._where or chunk_id in self._pending
 

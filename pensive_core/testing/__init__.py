@@ -19,5 +19,14 @@ except ImportError as exc:
     ) from exc
 
 from .backends import DIM, BackendFactory, VectorBackendTests, unit_vectors
+from .sparse import IndexFactory, SparseIndexTests, reference_scores
 
-__all__ = ["DIM", "BackendFactory", "VectorBackendTests", "unit_vectors"]
+__all__ = [
+    "DIM",
+    "BackendFactory",
+    "IndexFactory",
+    "SparseIndexTests",
+    "VectorBackendTests",
+    "reference_scores",
+    "unit_vectors",
+]
