@@ -22,7 +22,8 @@ from ..errors import BackendError, MissingDependencyError
 __all__ = ["PgConnection", "describe", "first_line", "has_password", "psycopg_module"]
 
 T = TypeVar("T")
-_PASSWORD = re.compile(r"(?:^|\s)password\s*=|://[^/@\s]*:[^/@\s]*@", re.IGNORECASE)
+# "password=..." among libpq keywords, or "user:secret@" in a URL (an empty one is none)
+_PASSWORD = re.compile(r"(?:^|\s)password\s*=\s*\S|://[^/@\s:]*:[^/@\s]+@", re.IGNORECASE)
 
 
 def psycopg_module(purpose: str) -> Any:
