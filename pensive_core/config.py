@@ -121,12 +121,23 @@ class PgvectorConfig(_Section):
 
     dsn: str = ""  # "host=db.internal dbname=pensive user=app" or postgresql://app@db/pensive
     dsn_env: str = "PENSIVE_PGVECTOR_DSN"
-    # table of the default namespace; another namespace's is "{table}__{namespace}"
-    table: str = Field("pensive_vec", pattern=r"^[a-z_][a-z0-9_]{0,13}$")  # 14 + 2 + 47 <= 63
+    # table of the default namespace; another's is "{table}__{namespace}": at most 13
+    # characters (13 + 2 + 48 fit Postgres's 63), no "__" and no "_" at the end (so one table
+    # name never reads as another table's namespace)
+    table: str = Field("pensive_vec", pattern=r"^[a-z][a-z0-9_]{0,12}$")
     m: int = Field(16, ge=2, le=100)  # HNSW links per node (pgvector's default)
     ef_construction: int = Field(64, ge=4, le=1000)  # pgvector's default
     ef_search: int = Field(100, ge=1, le=1000)  # candidates an unfiltered search walks (>= k)
     connect_timeout_s: float = Field(10.0, gt=0, le=600)
+
+    @field_validator("table")
+    @classmethod
+    def _one_reading(cls, v: str) -> str:
+        if "__" in v or v.endswith("_"):
+            raise ValueError(
+                "no '__' and no trailing '_': '{table}__{namespace}' names a namespace"
+            )
+        return v
 
 
 class BackendConfig(_Section):

@@ -29,9 +29,10 @@ from typing import Any, TypeVar
 import numpy as np
 
 from ..config import PgvectorConfig
-from ..errors import BackendError, ConfigError, MissingDependencyError
+from ..errors import BackendError, ConfigError, InputError, MissingDependencyError
 from ..filters import And, Filter, Or
 from ..storage.pg import PgConnection, describe, first_line, has_password, psycopg_module
+from ..validate import check_id
 from .base import check_namespace, check_upsert
 
 T = TypeVar("T")
@@ -39,6 +40,7 @@ T = TypeVar("T")
 __all__ = ["PgvectorBackend", "filter_sql", "where_dsn"]
 
 _BIG = 1.7976931348623157e308  # JSON holds no infinity: +-inf is stored as +-max float
+_BULK = 1000  # an upsert of this many rows into an empty table builds the HNSW index after
 
 
 def _adapters():  # type: ignore[no-untyped-def]
@@ -72,9 +74,42 @@ def where_dsn(cfg: PgvectorConfig) -> str:
 
 
 def _json_value(v: Any) -> Any:
-    if isinstance(v, float) and math.isinf(v):
-        return math.copysign(_BIG, v)
+    """A metadata or filter value as jsonb holds it, comparing as Python compares it: an
+    integral float as the int it equals (the JSON text of ``float(2**63)`` is not its value),
+    +-inf as +-max float (JSON has no infinity), a NUL in a string as U+2400 (jsonb refuses
+    NUL; the same mapping on both sides keeps equality)."""
+    if isinstance(v, float):
+        if math.isinf(v):
+            return math.copysign(_BIG, v)
+        if v.is_integer():
+            return int(v)
+    if isinstance(v, str) and "\x00" in v:
+        return v.replace("\x00", "\u2400")
     return v
+
+
+def _ids(ids: Any, what: str) -> list[str]:
+    """Ids as a list of strings Postgres can key: UTF-8, no NUL, at most 2,000 bytes (a
+    B-tree key holds about 2,700).
+
+    Raises:
+        InputError: If ``ids`` is a single string, or an id is not such a string.
+    """
+    if isinstance(ids, (str, bytes)):
+        raise InputError(f"{what} takes a list of ids, not one {type(ids).__name__}")
+    out = [check_id(i, f"{what}: an id") for i in ids]
+    for i in out:
+        if len(i.encode("utf-8")) > 2000:
+            raise InputError(f"{what}: an id of {len(i.encode('utf-8'))} bytes is over 2,000")
+    return out
+
+
+def _meta(m: Mapping[str, Any]) -> dict[str, Any]:
+    for k in m:
+        if not isinstance(k, str):
+            raise InputError(f"metadata keys must be str, got {type(k).__name__} {k!r}")
+        check_id(k, "a metadata key")
+    return {k: _json_value(v) for k, v in m.items()}
 
 
 def filter_sql(node: Filter, params: list[Any]) -> str:
@@ -204,17 +239,7 @@ class PgvectorBackend:
                             "embedding vector({}) NOT NULL, meta jsonb NOT NULL DEFAULT '{{}}')"
                         ).format(ident, sql.Literal(self.dim))
                     )
-                    conn.execute(
-                        sql.SQL(
-                            "CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw "
-                            "(embedding vector_cosine_ops) WITH (m = {}, ef_construction = {})"
-                        ).format(
-                            sql.Identifier(f"{name[:50]}_hnsw"),
-                            ident,
-                            sql.Literal(self.cfg.m),
-                            sql.Literal(self.cfg.ef_construction),
-                        )
-                    )
+                    conn.execute(self._index_sql(ident, self._index_name(namespace)))
 
             self._run("create a table", make)
             stored = self._run("look up a table", look)
@@ -225,6 +250,21 @@ class PgvectorBackend:
             )
         self._known.add(name)
         return ident
+
+    def _index_name(self, namespace: str) -> Any:
+        """The namespace's HNSW index: ``{table}_i_`` + a hash of its table name (index names
+        share the schema with tables, and these never read as a table's: no "__")."""
+        from psycopg import sql
+
+        return sql.Identifier(f"{self.cfg.table}_i_{_digest(self._name(namespace))}")
+
+    def _index_sql(self, table: Any, index: Any) -> Any:
+        from psycopg import sql
+
+        return sql.SQL(
+            "CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw (embedding vector_cosine_ops) "
+            "WITH (m = {}, ef_construction = {})"
+        ).format(index, table, sql.Literal(self.cfg.m), sql.Literal(self.cfg.ef_construction))
 
     # -- the protocol ------------------------------------------------------------------------
     def upsert(
@@ -239,14 +279,19 @@ class PgvectorBackend:
         from psycopg import sql
         from psycopg.types.json import Jsonb
 
+        check_namespace(namespace)
+        ids = _ids(ids, "upsert")
         ids, vecs, metas = check_upsert(ids, vectors, metadata, self.dim, namespace)
         if not ids:
             return
+        # rows in id order: two writers upserting the same ids lock them in the same order
+        # (no deadlock)
+        rows = sorted(
+            ((cid, vecs[i], Jsonb(_meta(metas[i]))) for i, cid in enumerate(ids)),
+            key=lambda r: r[0],
+        )
         table = self._table(namespace, create=True)
-        rows = [
-            (cid, vecs[i], Jsonb({k: _json_value(v) for k, v in metas[i].items()}))
-            for i, cid in enumerate(ids)
-        ]
+        index = self._index_name(namespace)
         stmt = sql.SQL(
             "INSERT INTO {} (id, embedding, meta) VALUES (%s, %s, %s) ON CONFLICT (id) "
             "DO UPDATE SET embedding = EXCLUDED.embedding, meta = EXCLUDED.meta"
@@ -254,6 +299,21 @@ class PgvectorBackend:
 
         def write(conn: Any) -> None:
             with conn.transaction(), conn.cursor() as cur:
+                if len(rows) >= _BULK:
+                    # a first load into an empty table: copy the rows, then build the HNSW
+                    # graph once (keeping it up to date row by row is several times slower)
+                    cur.execute(sql.SQL("LOCK TABLE {} IN SHARE ROW EXCLUSIVE MODE").format(table))
+                    empty = cur.execute(
+                        sql.SQL("SELECT NOT EXISTS (SELECT 1 FROM {})").format(table)
+                    ).fetchone()[0]
+                    if empty:
+                        cur.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(index))
+                        copy = sql.SQL("COPY {} (id, embedding, meta) FROM STDIN").format(table)
+                        with cur.copy(copy) as cp:
+                            for row in rows:
+                                cp.write_row(row)
+                        cur.execute(self._index_sql(table, index))
+                        return
                 cur.executemany(stmt, rows)
 
         self._run("store vectors", write)
@@ -263,8 +323,8 @@ class PgvectorBackend:
         from psycopg import sql
 
         check_namespace(namespace)
+        ids = sorted(set(_ids(ids, "delete")))
         table = self._table(namespace, create=False)
-        ids = list(ids)
         if table is None or not ids:
             return
         stmt = sql.SQL("DELETE FROM {} WHERE id = ANY(%s)").format(table)
@@ -314,7 +374,7 @@ class PgvectorBackend:
         if where is not None:
             cond = sql.SQL(" WHERE " + filter_sql(where, params))  # only %s placeholders
         exact = where is not None or k > 1000
-        params += [q, int(k)]
+        params += [q, min(int(k), 2**31 - 1)]
         order = ", id" if exact else ""  # a second sort key keeps the planner off the index
         stmt = sql.SQL(
             "SELECT id, 1 - (embedding <=> %s) FROM {}{} ORDER BY embedding <=> %s" + order
@@ -327,8 +387,8 @@ class PgvectorBackend:
         from psycopg import sql
 
         check_namespace(namespace)
+        ids = _ids(ids, "fetch")
         table = self._table(namespace, create=False)
-        ids = list(ids)
         if table is None or not ids:
             return {}
         stmt = sql.SQL("SELECT id, embedding FROM {} WHERE id = ANY(%s)").format(table)
@@ -363,6 +423,12 @@ class PgvectorBackend:
     def close(self) -> None:
         """Close the connection."""
         self._pg.close()
+
+
+def _digest(name: str) -> str:
+    import hashlib
+
+    return hashlib.blake2b(name.encode("utf-8"), digest_size=8).hexdigest()
 
 
 def _array(v: Any) -> np.ndarray:

@@ -24,10 +24,16 @@ class SparseIndex(Protocol):
         n_segments: Segments the index is kept in (reported by ``stats()``).
     """
 
-    n_live: int
     rebuilt: bool
-    n_terms: int
-    n_segments: int
+
+    @property
+    def n_live(self) -> int: ...
+
+    @property
+    def n_terms(self) -> int: ...
+
+    @property
+    def n_segments(self) -> int: ...
 
     def add(self, chunk_id: str, text: str) -> None:
         """Index ``text`` under ``chunk_id`` (replacing what the id held)."""

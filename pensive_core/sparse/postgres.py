@@ -24,6 +24,7 @@ crash before the commit leaves nothing). A commit that moves the average length 
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections import Counter
@@ -31,9 +32,10 @@ from collections.abc import Container, Iterable, Sequence, Sized
 from typing import Any
 
 from ..config import BM25Config
-from ..errors import ConfigError
+from ..errors import ConfigError, InputError
 from ..storage.pg import PgConnection
 from ..tokenize import Tokenizer
+from ..validate import check_id, check_text
 
 __all__ = ["PostgresBM25"]
 
@@ -147,16 +149,42 @@ class PostgresBM25:
         return int(row[0]), int(row[1])
 
     # -- writing -----------------------------------------------------------------------------
+    def _terms(self, text: str) -> list[str]:
+        """The text's tokens as the postings key them: a token over 256 bytes (a base64 run,
+        a long URL) as ``#`` + its SHA-256 (a B-tree key holds about 2,700 bytes; no token
+        holds a ``#``, so the two never meet)."""
+        out = self.tokenizer.tokenize(text)
+        for i, t in enumerate(out):
+            if len(t) > 64 and len(t.encode("utf-8")) > 256:
+                out[i] = "#" + hashlib.sha256(t.encode("utf-8")).hexdigest()
+        return out
+
     def add(self, chunk_id: str, text: str) -> None:
-        """Index ``text`` under ``chunk_id`` at the next commit (replacing what it held)."""
-        tokens = self.tokenizer.tokenize(text)
+        """Index ``text`` under ``chunk_id`` at the next commit (replacing what it held).
+
+        Raises:
+            InputError: If the id is not a str Postgres can key (NUL, a lone surrogate, over
+                2,000 bytes) or the text is not a str; nothing is queued then.
+        """
+        check_id(chunk_id, "a passage id")
+        if len(chunk_id.encode("utf-8")) > 2000:
+            raise InputError(f"a passage id of {len(chunk_id.encode('utf-8'))} bytes is over 2,000")
+        check_text(text, f"passage {chunk_id!r}: text")
+        tokens = self._terms(text)
         self._adds[chunk_id] = Counter(tokens)
         self._lens[chunk_id] = len(tokens)
         self._dels.discard(chunk_id)
         self._pending_n = None
 
     def delete(self, chunk_ids: Sequence[str]) -> None:
-        """Remove passages at the next commit; unknown ids are ignored."""
+        """Remove passages at the next commit; unknown ids are ignored.
+
+        Raises:
+            InputError: If ``chunk_ids`` is one string, or an id is not a str Postgres can key.
+        """
+        if isinstance(chunk_ids, (str, bytes)):
+            raise InputError("delete takes a list of passage ids, not one string")
+        chunk_ids = [check_id(c, "a passage id") for c in chunk_ids]
         for cid in chunk_ids:
             self._adds.pop(cid, None)
             self._lens.pop(cid, None)
@@ -289,7 +317,7 @@ class PostgresBM25:
         return sql.SQL(text).format(stats=self._stats, post=self._post, docs=self._docs)
 
     def _query_terms(self, query: str) -> tuple[list[str], list[int]]:
-        counts = Counter(self.tokenizer.tokenize(query))
+        counts = Counter(self._terms(query))
         return list(counts), list(counts.values())
 
     def search(
@@ -300,7 +328,11 @@ class PostgresBM25:
         if not terms or k <= 0:
             return []
         if allowed is not None and isinstance(allowed, (Sized, Iterable)):
-            ids = list(allowed) if isinstance(allowed, Iterable) else None  # type: ignore[arg-type]
+            ids = (
+                [i for i in allowed if isinstance(i, str) and "\x00" not in i]
+                if isinstance(allowed, Iterable)
+                else None
+            )
             if ids is not None and len(ids) <= _ALLOWED_IN_SQL:
                 if not ids:
                     return []

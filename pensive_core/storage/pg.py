@@ -36,8 +36,19 @@ def psycopg_module(purpose: str) -> Any:
 
 
 def has_password(dsn: str) -> bool:
-    """Whether a DSN (libpq keywords or a URL) spells out a password."""
-    return bool(_PASSWORD.search(dsn))
+    """Whether a DSN (libpq keywords, or a URL with the password before ``@`` or as a
+    ``?password=`` parameter) spells out a password. A DSN libpq cannot parse fails to
+    connect with a message that does not show it."""
+    if _PASSWORD.search(dsn) or re.search(r"[?&]password=[^&]", dsn, re.IGNORECASE):
+        return True
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+    except ImportError:
+        return False
+    try:
+        return bool(conninfo_to_dict(dsn).get("password"))
+    except Exception:
+        return False
 
 
 def describe(dsn: str) -> str:
@@ -100,10 +111,15 @@ class PgConnection:
             conn = psycopg.connect(
                 self._dsn, autocommit=True, connect_timeout=self._timeout, **extra
             )
-        except psycopg.Error as exc:
+        except psycopg.OperationalError as exc:  # the server's or the network's answer
             raise BackendError(
-                f"cannot connect to Postgres at {self.address} for {self.purpose.lower()} "
-                f"({type(exc).__name__}: {first_line(exc)}); check {self._hint}"
+                f"cannot connect to Postgres at {self.address} ({self.purpose}; "
+                f"{type(exc).__name__}: {first_line(exc)}); check {self._hint}"
+            ) from None
+        except psycopg.Error as exc:  # libpq could not parse the DSN: its text may hold secrets
+            raise BackendError(
+                f"cannot connect to Postgres ({self.purpose}): the DSN is malformed "
+                f"({type(exc).__name__}; not shown, it may hold a password); check {self._hint}"
             ) from None
         if self._setup is not None:
             try:
@@ -127,15 +143,20 @@ class PgConnection:
                 try:
                     return fn(self.conn)
                 except psycopg.OperationalError as exc:
-                    if attempt == 0 and (self.conn.broken or self.conn.closed):
+                    broken = self.conn.broken or self.conn.closed
+                    if attempt == 0 and broken:
                         try:
                             self.conn.close()
                         finally:
                             self.conn = None
                         continue
+                    # a lost connection, a deadlock or serialization failure, a shutdown:
+                    # worth retrying; a limit (a key too long) is not
+                    state = getattr(exc, "sqlstate", None) or ""
+                    transient = broken or state[:2] in ("08", "40", "53", "57")
                     raise BackendError(
-                        f"Postgres at {self.address} failed to {what} ({first_line(exc)}); "
-                        "retry the request"
+                        f"Postgres at {self.address} failed to {what} ({first_line(exc)})"
+                        + ("; retry the request" if transient else "")
                     ) from None
                 except psycopg.Error as exc:
                     raise BackendError(

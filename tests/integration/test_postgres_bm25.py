@@ -10,7 +10,7 @@ import multiprocessing
 import numpy as np
 import pytest
 
-from pensive_core import BackendError, ConfigError
+from pensive_core import BackendError, ConfigError, InputError
 from pensive_core.config import BM25Config
 from pensive_core.sparse import BM25Index
 from pensive_core.sparse.postgres import PostgresBM25
@@ -134,3 +134,35 @@ def test_a_crash_before_the_commit_leaves_nothing(postgres_dsn, tmp_path):
     assert again.ids() == {"a"} and again.n_live == 1
     assert again.search("words", 5)[0][0] == "a"
     again.close()
+
+
+# -- an outside attack's findings, kept as tests ------------------------------------------------
+def test_a_bad_id_is_refused_at_once_and_later_commits_still_work(postgres_dsn, tmp_path):
+    ix = PostgresBM25(postgres_dsn, BM25Config(), prefix_for(tmp_path))
+    for bad in ("a\x00b", "\udc80", 7, "x" * 2001):
+        with pytest.raises(InputError):
+            ix.add(bad, "gamma")
+    with pytest.raises(InputError):
+        ix.delete("ab")
+    ix.add("good", "delta words")
+    ix.commit()
+    assert ix.ids() == {"good"} and ix.n_live == 1
+    assert ix.search("delta", 5, allowed={1, "good"})[0][0] == "good"
+    ix.close()
+
+
+def test_a_token_longer_than_a_key_scores_as_in_bm25s(postgres_dsn, tmp_path):
+    blob = "QUJD" * 1000  # one 4,000-character token (a base64 run)
+    docs = {"a": f"payload {blob} end", "b": "payload small end", "c": "nothing here"}
+    pg = PostgresBM25(postgres_dsn, BM25Config(), prefix_for(tmp_path))
+    emb = BM25Index(tmp_path / "bm25", BM25Config())
+    for cid, text in docs.items():
+        pg.add(cid, text)
+        emb.add(cid, text)
+    pg.commit()
+    emb.commit()
+    for q in (blob, f"payload {blob}", "payload"):
+        a, b = emb.search(q, 5), pg.search(q, 5)
+        assert [c for c, _ in a] == [c for c, _ in b]
+        np.testing.assert_allclose([s for _, s in a], [s for _, s in b], atol=1e-4)
+    pg.close()

@@ -196,10 +196,19 @@ def test_a_user_test_file_collects_the_whole_suite(pytester):
 def test_public_names_are_pinned():
     import pensive_core.testing as testing
 
-    assert set(testing.__all__) == {"DIM", "BackendFactory", "VectorBackendTests", "unit_vectors"}
+    assert set(testing.__all__) == {
+        "DIM",
+        "BackendFactory",
+        "IndexFactory",
+        "SparseIndexTests",
+        "VectorBackendTests",
+        "reference_scores",
+        "unit_vectors",
+    }
     for name in testing.__all__:
         assert getattr(testing, name) is not None
     assert not [n for n in dir(VectorBackendTests) if n.startswith("Test")]
+    assert not [n for n in dir(testing.SparseIndexTests) if n.startswith("Test")]
 
 
 def test_without_pytest_the_testing_package_names_its_extra(monkeypatch):
