@@ -360,14 +360,26 @@ class Archive:
                 (row[0], self._body(doc_id, row[1])),
             )
 
-    def search_documents(self, match: str, limit: int) -> list[tuple[str, float]]:
-        """Whole documents matching an FTS5 query, best BM25 first: ``(doc id, score)``. A
-        document still pending (its change not committed) is not searched.
+    def search_documents(
+        self,
+        all_of: Sequence[str],
+        any_of: Sequence[str],
+        rank_by: Sequence[str],
+        limit: int,
+    ) -> list[tuple[str, float]]:
+        """Whole documents holding every phrase of ``all_of``, one of ``any_of`` and one of
+        ``rank_by`` (each when given), best BM25 first: ``(doc id, score)``. A document still
+        pending (its change not committed) is not searched. Here an FTS5 MATCH expression.
 
         Args:
-            match: An FTS5 MATCH expression (phrases in double quotes, ``OR``).
+            all_of: Phrases every document must hold (a missing identifier).
+            any_of: Phrases of which it must hold one.
+            rank_by: Words of which it must hold one; they rank it, with the phrases.
             limit: Most documents returned.
         """
+        match = fts_match(all_of, any_of, rank_by)
+        if not match:
+            return []
         rows = self.db.execute(
             "SELECT d.id, -bm25(documents_fts) AS s FROM documents_fts "
             "JOIN documents d ON d.rowid = documents_fts.rowid "
@@ -625,8 +637,16 @@ class DocumentStore(Protocol):
         """Delete a document; returns its passage ids."""
         ...
 
-    def search_documents(self, match: str, limit: int) -> list[tuple[str, float]]:
-        """Full-text search of whole documents: ``(document id, score)``, best first."""
+    def search_documents(
+        self,
+        all_of: Sequence[str],
+        any_of: Sequence[str],
+        rank_by: Sequence[str],
+        limit: int,
+    ) -> list[tuple[str, float]]:
+        """Full-text search of whole documents: those holding every phrase of ``all_of``, one
+        of ``any_of`` and one of ``rank_by`` (each when given), ``(document id, score)``, best
+        first by BM25 over those phrases; each engine speaks its own full-text language."""
         ...
 
     def contexts(self, doc_id: str) -> dict[str, str]:
@@ -692,6 +712,32 @@ def write_transaction(db: sqlite3.Connection) -> Iterator[None]:
         db.execute("ROLLBACK")
         raise
     db.execute("COMMIT")
+
+
+def _phrase(s: str) -> str:
+    return '"' + s.replace('"', '""') + '"'
+
+
+def fts_all(needles: Sequence[str]) -> str:
+    """An FTS5 query for documents holding every needle as a phrase."""
+    return " AND ".join(_phrase(n) for n in needles)
+
+
+def fts_any(words: Sequence[str]) -> str:
+    """An FTS5 query for documents holding any of the words (ranked by BM25)."""
+    return " OR ".join(_phrase(w) for w in dict.fromkeys(words))
+
+
+def fts_match(all_of: Sequence[str], any_of: Sequence[str], rank_by: Sequence[str]) -> str:
+    """The FTS5 expression of :meth:`Archive.search_documents` ("" when nothing is asked)."""
+    parts = []
+    if all_of:
+        parts.append(fts_all(all_of))
+    if any_of:
+        parts.append(f"({fts_any(any_of)})")
+    if rank_by:
+        parts.append(f"({fts_any(rank_by)})" if parts else fts_any(rank_by))
+    return " AND ".join(parts)
 
 
 def metadata_json(metadata: Any) -> str:

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from ..archive import DocumentStore
+from ..archive import DocumentStore, fts_all, fts_any  # fts_*: kept importable from here
 from ..tokenize import DIGIT_RE, TOKEN_RE, quoted_phrases
 from ..types import Document, Hit
 from .state import QueryState
@@ -60,20 +60,6 @@ def missing_needles(needles: Iterable[str], hits: Sequence[Hit]) -> list[str]:
     return [n for n in needles if not any(n in t for t in texts)]
 
 
-def _phrase(s: str) -> str:
-    return '"' + s.replace('"', '""') + '"'
-
-
-def fts_all(needles: Sequence[str]) -> str:
-    """An FTS5 query for documents holding every needle as a phrase."""
-    return " AND ".join(_phrase(n) for n in needles)
-
-
-def fts_any(words: Sequence[str]) -> str:
-    """An FTS5 query for documents holding any of the words (ranked by BM25)."""
-    return " OR ".join(_phrase(w) for w in dict.fromkeys(words))
-
-
 def window_text(archive: DocumentStore, doc: Document, ordinal: int, window: int) -> str:
     """The document's text from ``window`` passages before ``ordinal`` to as many after."""
     spans = archive.neighbours(doc.id, ordinal, window)
@@ -118,13 +104,12 @@ class Escalation:
                 counts["exact"] += 1
                 # documents holding every missing string, ranked by BM25 over the whole
                 # question (the needles are among the words, so none holding them is excluded)
-                rank_by = f" AND ({fts_any(words)})" if words else ""
-                found = archive.search_documents(fts_all(missing) + rank_by, limit)
+                found = archive.search_documents(missing, (), words, limit)
                 if not found and len(missing) > 1:
-                    found = archive.search_documents(f"({fts_any(missing)}){rank_by}", limit)
+                    found = archive.search_documents((), missing, words, limit)
             else:
                 counts["low_confidence"] += 1
-                found = archive.search_documents(fts_any(words), limit) if words else []
+                found = archive.search_documents((), (), words, limit) if words else []
             l3: list[Hit] = []
             for doc_id, score in found:
                 hit = self.archive_hit(doc_id, score, len(l3) + 1, missing, words, cutoff)
