@@ -5,7 +5,9 @@ A real Postgres 16 with pgvector 0.6 is started from the ``pgserver`` wheel in a
 texts) and the train questions (embedded once) go to:
 
 * **vectors**: FAISS exact (``flat``, the reference), FAISS HNSW and the pgvector backend
-  (HNSW), each through the ``VectorBackend`` protocol: upsert time (batches of 256), query
+  three ways (the default: exact scans below 20,000 rows; an HNSW index from the first row;
+  an HNSW index built after one bulk upsert), each through the ``VectorBackend`` protocol:
+  upsert time (batches of 256, or all at once), query
   latency for k = 10 without a filter and with a new ``shard $in`` filter (10 of 100 values,
   about 10% of documents) per question, recall@10 against exact, document nDCG@10 of the 10
   passages, and size (index files; ``pg_total_relation_size`` of the table);
@@ -76,20 +78,27 @@ def vectors_part(
         parse_filter({"shard": {"$in": sorted(rng.choice(100, 10, replace=False).tolist())}})
         for _ in qids
     ]
-    table = "bench_vec"
+
+    def pg(table: str, threshold: int) -> Any:
+        cfg = PgvectorConfig(dsn=dsn, table=table, hnsw_threshold=threshold)
+        return lambda f: create_backend("pgvector", f, DIM, cfg)
+
+    # name: (factory, upsert batch, table)
     makers = {
-        "faiss-flat": lambda f: create_backend("faiss", f, DIM, FaissConfig(index="flat")),
-        "faiss-hnsw": lambda f: create_backend("faiss", f, DIM, FaissConfig(index="hnsw")),
-        "pgvector": lambda f: create_backend("pgvector", f, DIM, PgvectorConfig(dsn=dsn, table=table)),
+        "faiss-flat": (lambda f: create_backend("faiss", f, DIM, FaissConfig(index="flat")), BATCH, ""),
+        "faiss-hnsw": (lambda f: create_backend("faiss", f, DIM, FaissConfig(index="hnsw")), BATCH, ""),
+        "pgvector (default: exact below 20,000 rows)": (pg("bench_vec", 20_000), BATCH, "bench_vec"),
+        "pgvector, HNSW from the first row": (pg("bench_vh", 0), BATCH, "bench_vh"),
+        "pgvector, HNSW, one bulk upsert": (pg("bench_vb", 0), len(ids), "bench_vb"),
     }  # fmt: skip
     rows: dict[str, Any] = {}
     res: dict[str, dict[str, list[list[str]]]] = {"no_filter": {}, "new_filter": {}}
-    for name, make in makers.items():
-        folder = work / "vectors" / name
+    for name, (make, batch, table) in makers.items():
+        folder = work / "vectors" / name.split(" ")[0]
         b = make(folder)
         t = time.perf_counter()
-        for s in range(0, len(ids), BATCH):
-            b.upsert(ids[s : s + BATCH], vecs[s : s + BATCH], metas[s : s + BATCH])
+        for s in range(0, len(ids), batch):
+            b.upsert(ids[s : s + batch], vecs[s : s + batch], metas[s : s + batch])
         b.persist()
         upsert_s = time.perf_counter() - t
         lat = {}
@@ -102,7 +111,7 @@ def vectors_part(
             q: doc_ranking(r, doc_of.__getitem__, limit=K)
             for q, r in zip(qids, res["no_filter"][name], strict=True)
         }
-        size = relation_bytes(dsn, [table]) if name == "pgvector" else folder_bytes(folder)
+        size = relation_bytes(dsn, [table]) if table else folder_bytes(folder)
         rows[name] = {
             "index": b.kind,
             "upsert_s": round(upsert_s, 2),
@@ -255,7 +264,8 @@ def main(argv: list[str] | None = None) -> None:
         import psycopg
 
         with psycopg.connect(dsn, autocommit=True) as c:
-            for t in ("bench_vec", "bench_bm25_docs", "bench_bm25_postings", "bench_bm25_stats"):
+            for t in ("bench_vec", "bench_vh", "bench_vb", "bench_bm25_docs", "bench_bm25_postings",
+                      "bench_bm25_stats"):  # fmt: skip
                 c.execute(f"DROP TABLE IF EXISTS {t}")  # a run starts from nothing
             pg_version = c.execute("SHOW server_version").fetchone()[0]
             c.execute("CREATE EXTENSION IF NOT EXISTS vector")

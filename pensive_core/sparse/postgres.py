@@ -5,8 +5,9 @@ Pensive's. Here each passage is tokenised by Pensive's own :class:`~pensive_core
 Tokenizer` (the one the embedded segments use), and three tables hold what BM25 needs:
 
 * ``{prefix}_bm25_docs``: passage id and length in tokens;
-* ``{prefix}_bm25_postings``: (term, passage id, term frequency), keyed by term then passage,
-  so a term's document frequency is a count over one index range;
+* ``{prefix}_bm25_postings``: (term, passage id, term frequency, passage length), keyed by
+  term then passage with the frequency and length in the key's index, so a term's document
+  frequency is a count over one index range and its postings are read from the index alone;
 * ``{prefix}_bm25_stats``: one row, the passage count and total length (exact: updated in the
   same transaction as the postings).
 
@@ -117,7 +118,8 @@ class PostgresBM25:
                 conn.execute(
                     sql.SQL(
                         "CREATE TABLE IF NOT EXISTS {} (term text NOT NULL, chunk_id text NOT "
-                        "NULL, tf integer NOT NULL, PRIMARY KEY (term, chunk_id))"
+                        "NULL, tf integer NOT NULL, len integer NOT NULL, "
+                        "PRIMARY KEY (term, chunk_id) INCLUDE (tf, len))"
                     ).format(self._post)
                 )
                 conn.execute(
@@ -233,11 +235,12 @@ class PostgresBM25:
                         for cid in adds:
                             cp.write_row((cid, lens[cid]))
                     with cur.copy(
-                        sql.SQL("COPY {} (term, chunk_id, tf) FROM STDIN").format(self._post)
+                        sql.SQL("COPY {} (term, chunk_id, tf, len) FROM STDIN").format(self._post)
                     ) as cp:
                         for cid, counts in adds.items():
+                            n_tokens = lens[cid]
                             for term, tf in counts.items():
-                                cp.write_row((term, cid, tf))
+                                cp.write_row((term, cid, tf, n_tokens))
                                 delta[term] += 1
                 n1 = int(n0) - len(gone) + len(adds)
                 total1 = int(total0) - sum(int(r[0]) for r in gone) + sum(lens.values())
@@ -250,6 +253,18 @@ class PostgresBM25:
             return int(n0), int(total0), n1, total1, {t: d for t, d in delta.items() if d}
 
         n0, total0, n1, total1, delta = self._pg.run("commit BM25 postings", write)
+        if len(touched) * 10 >= max(n0, n1):
+            # a tenth of the passages or more changed: fresh planner statistics at once (the
+            # autovacuum daemon would take its time, and plans made on empty tables are bad)
+            # (a vacuum too: the postings' index answers alone once its pages are all-visible)
+            self._pg.run(
+                "analyze the BM25 tables",
+                lambda c: c.execute(
+                    sql.SQL("VACUUM (ANALYZE) {}, {}, {}").format(
+                        self._docs, self._post, self._stats
+                    )
+                ),
+            )
         # every length norm moved when the average length did
         self.rebuilt = n0 > 0 and total0 * n1 != total1 * n0
         self._prev_n, self._last_delta = n0, delta
@@ -291,6 +306,11 @@ class PostgresBM25:
         return 1
 
     def _score_sql(self, restrict: bool, limit: bool) -> Any:
+        """One statement (one snapshot): the query terms' weights first, each from its
+        document frequency (an index range count), then each term's postings by index
+        (``LATERAL``: the planner never scans every posting), summed per passage. A term whose
+        weight is 0 (``robertson``'s floor, ``atire`` on a term every passage holds) adds
+        nothing, as in bm25s, so every sum left is positive."""
         from psycopg import sql
 
         m, k1, b = self.cfg.method, float(self.cfg.k1), float(self.cfg.b)
@@ -300,19 +320,19 @@ class PostgresBM25:
             "atire": "ln(s.n / d.df)",
         }[m]
         lift = f"{k1 + 1!r} * " if m == "atire" else ""
-        term = f"w.weight * {lift}p.tf / (p.tf + {k1!r} * (1 - {b!r} + {b!r} * doc.len / s.avgdl))"
+        term = f"w.weight * {lift}p.tf / (p.tf + {k1!r} * (1 - {b!r} + {b!r} * p.len / a.avgdl))"
         text = (
-            "WITH q(term, qtf) AS (SELECT * FROM unnest(%s::text[], %s::int[])), "
-            "s AS (SELECT n::float8 AS n, CASE WHEN n > 0 THEN total::float8 / n ELSE 1 END "
-            "AS avgdl FROM {stats}), "
-            "w AS (SELECT q.term, q.qtf * " + idf + " AS weight FROM q CROSS JOIN s CROSS JOIN "
+            "WITH s AS MATERIALIZED (SELECT n::float8 AS n, CASE WHEN n > 0 THEN "
+            "total::float8 / n ELSE 1 END AS avgdl FROM {stats}), "
+            "w AS MATERIALIZED (SELECT q.term, q.qtf * " + idf + " AS weight "
+            "FROM unnest(%s::text[], %s::int[]) AS q(term, qtf) CROSS JOIN s CROSS JOIN "
             "LATERAL (SELECT count(*)::float8 AS df FROM {post} x WHERE x.term = q.term) d "
             "WHERE d.df > 0) "
             "SELECT p.chunk_id, sum(" + term + ") AS score FROM w "
-            "JOIN {post} p ON p.term = w.term JOIN {docs} doc ON doc.chunk_id = p.chunk_id "
-            "CROSS JOIN s" + (" WHERE p.chunk_id = ANY(%s)" if restrict else "") + " "
-            "GROUP BY p.chunk_id HAVING sum(" + term + ") > 0 "
-            "ORDER BY score DESC, p.chunk_id" + (" LIMIT %s" if limit else "")
+            "CROSS JOIN LATERAL (SELECT x.chunk_id, x.tf, x.len FROM {post} x "
+            "WHERE x.term = w.term" + (" AND x.chunk_id = ANY(%s)" if restrict else "") + ") p "
+            "CROSS JOIN (SELECT avgdl FROM s) a WHERE w.weight > 0 "
+            "GROUP BY p.chunk_id ORDER BY score DESC, p.chunk_id" + (" LIMIT %s" if limit else "")
         )  # fmt: skip
         return sql.SQL(text).format(stats=self._stats, post=self._post, docs=self._docs)
 

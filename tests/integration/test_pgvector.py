@@ -43,13 +43,38 @@ class TestPgvector(VectorBackendTests):
 
 @pytest.fixture
 def backend(postgres_dsn, monkeypatch, tmp_path):
+    """An HNSW index from 1,000 rows (not the default 20,000), so tests reach it quickly."""
     monkeypatch.setenv("PENSIVE_PGVECTOR_DSN", postgres_dsn)
-    b = create_backend("pgvector", tmp_path, DIM, PgvectorConfig(table=table_for(tmp_path)))
+    cfg = PgvectorConfig(table=table_for(tmp_path), hnsw_threshold=1000)
+    b = create_backend("pgvector", tmp_path, DIM, cfg)
     yield b
     b.close()
 
 
-def test_a_namespace_is_its_own_table_with_an_hnsw_index(backend, postgres_dsn, tmp_path):
+def indexes(dsn, table):
+    with psycopg.connect(dsn) as c:
+        return [
+            r[0]
+            for r in c.execute("SELECT indexdef FROM pg_indexes WHERE tablename = %s", (table,))
+        ]
+
+
+def test_exact_below_the_threshold_and_an_index_built_once_past_it(backend, postgres_dsn, tmp_path):
+    t = table_for(tmp_path)
+    vecs = unit_vectors(np.random.default_rng(12), 1300)
+    for s in range(0, 900, 300):  # 900 rows in small batches: no index yet
+        backend.upsert([f"v{i}" for i in range(s, s + 300)], vecs[s : s + 300])
+    assert not any("hnsw" in d for d in indexes(postgres_dsn, t))
+    assert "Seq Scan" in plan(postgres_dsn, backend, t, vecs[0], 10)
+    backend.upsert([f"v{i}" for i in range(900, 1300)], vecs[900:1300])  # passes 1,000
+    assert sum("hnsw" in d for d in indexes(postgres_dsn, t)) == 1
+    assert backend.search(vecs[1200], 1)[0][0] == "v1200"
+
+
+def test_a_namespace_is_its_own_table_with_an_hnsw_index(postgres_dsn, monkeypatch, tmp_path):
+    monkeypatch.setenv("PENSIVE_PGVECTOR_DSN", postgres_dsn)
+    cfg = PgvectorConfig(table=table_for(tmp_path), hnsw_threshold=0)  # an index from the start
+    backend = create_backend("pgvector", tmp_path, DIM, cfg)
     vecs = unit_vectors(np.random.default_rng(1), 2)
     backend.upsert(["a", "b"], vecs, namespace="Tenant-A")
     t = table_for(tmp_path)
@@ -66,6 +91,7 @@ def test_a_namespace_is_its_own_table_with_an_hnsw_index(backend, postgres_dsn, 
     assert tables == {t, f"{t}__Tenant-A"}  # case kept: "Tenant-A" and "tenant-a" stay apart
     assert any("hnsw" in d[0] and "vector_cosine_ops" in d[0] for d in indexes)
     assert backend.count(namespace="tenant-a") == 0
+    backend.close()
 
 
 def test_filters_with_odd_values_match_the_reference(backend):
@@ -180,7 +206,7 @@ def test_long_namespaces_never_share_a_table_or_lose_their_index(
     postgres_dsn, monkeypatch, tmp_path
 ):
     monkeypatch.setenv("PENSIVE_PGVECTOR_DSN", postgres_dsn)
-    cfg = PgvectorConfig(table="abcdefghijklm")  # the longest table name allowed
+    cfg = PgvectorConfig(table="abcdefghijklm", hnsw_threshold=0)  # the longest name allowed
     b = create_backend("pgvector", tmp_path, DIM, cfg)
     try:
         v = unit_vectors(np.random.default_rng(8), 3)
