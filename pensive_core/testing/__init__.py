@@ -18,12 +18,15 @@ except ImportError as exc:
         "pytest", "testing", "pensive_core.testing (the conformance suites)"
     ) from exc
 
+from .archive import ArchiveFactory, DocumentStoreTests
 from .backends import DIM, BackendFactory, VectorBackendTests, unit_vectors
 from .sparse import IndexFactory, SparseIndexTests, reference_scores
 
 __all__ = [
+    "ArchiveFactory",
     "DIM",
     "BackendFactory",
+    "DocumentStoreTests",
     "IndexFactory",
     "SparseIndexTests",
     "VectorBackendTests",

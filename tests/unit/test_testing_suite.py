@@ -197,7 +197,9 @@ def test_public_names_are_pinned():
     import pensive_core.testing as testing
 
     assert set(testing.__all__) == {
+        "ArchiveFactory",
         "DIM",
+        "DocumentStoreTests",
         "BackendFactory",
         "IndexFactory",
         "SparseIndexTests",
@@ -209,6 +211,7 @@ def test_public_names_are_pinned():
         assert getattr(testing, name) is not None
     assert not [n for n in dir(VectorBackendTests) if n.startswith("Test")]
     assert not [n for n in dir(testing.SparseIndexTests) if n.startswith("Test")]
+    assert not [n for n in dir(testing.DocumentStoreTests) if n.startswith("Test")]
 
 
 def test_without_pytest_the_testing_package_names_its_extra(monkeypatch):
