@@ -45,9 +45,9 @@ def make_chunks(doc: Document, size: int = 40) -> list[Chunk]:
     return out
 
 
-def written(doc: Document) -> tuple[Document, str, list[Chunk]]:
+def written(doc: Document, size: int = 40) -> tuple[Document, str, list[Chunk]]:
     """``(document, content hash, passages)`` as :meth:`DocumentStore.write` takes them."""
-    return doc, hashlib.sha256(doc.text.encode("utf-8")).hexdigest(), make_chunks(doc)
+    return doc, hashlib.sha256(doc.text.encode("utf-8")).hexdigest(), make_chunks(doc, size)
 
 
 DOCS = [
@@ -243,6 +243,23 @@ class DocumentStoreTests:
         assert other.commit_number() == writer.commit_number()
         other.close()
         writer.close()
+
+    def test_any_text_comes_back_exactly(
+        self, make_archive: ArchiveFactory, tmp_path: Path
+    ) -> None:
+        """NUL, control characters, RTL marks and astral characters survive the round trip
+        (the engine accepts any text that encodes as UTF-8)."""
+        a = make_archive(tmp_path)
+        odd = Document("odd", "nul\x00here \x01\x7f \u200f\u05e9\u05dc\u05d5\u05dd 𝔘𝔫𝔦 end word",
+                       {"k": "v\x00w"})  # fmt: skip
+        chunks = make_chunks(odd, size=12)
+        a.write([written(odd, size=12)], contexts={chunks[0].id: "ctx\x00nul"})
+        a.mark_indexed(True)
+        got = a.document("odd")
+        assert got is not None and got.text == odd.text and dict(got.metadata) == {"k": "v\x00w"}
+        assert [t for _, _, t in a.doc_chunks("odd")] == [c.text for c in chunks]
+        assert a.contexts("odd")[chunks[0].id] == "ctx\x00nul"
+        assert [d for d, _ in a.search_documents((), (), ["word"], 5)] == ["odd"]
 
     def test_damaged_documents_is_empty_on_a_sound_archive(
         self, make_archive: ArchiveFactory, tmp_path: Path
