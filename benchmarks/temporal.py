@@ -493,17 +493,26 @@ def load_locomo_dated(
     return docs, questions
 
 
-def eval_locomo(p: Pensive, questions: list[dict[str, Any]]) -> dict[str, Any]:
-    """Evidence recall and all-evidence at 5 and 10."""
+def eval_locomo(
+    p: Pensive, questions: list[dict[str, Any]], by: str | None = None
+) -> dict[str, Any]:
+    """Evidence recall and all-evidence at 5 and 10; with ``by`` (a question field), also
+    per value of that field under ``"by"``, from the same queries."""
     rows, ms = [], []
     for q in questions:
         res, took = timed_query(p, q["text"], 10, filters=q["filters"])
         ms.append(took)
         ranked = ranked_docs(h.doc_id for h in res.hits)
-        rows.append({f"{m}@{k}": (evidence_recall(ranked, q["gold"], k) if m == "recall"
-                                  else q["gold"] <= set(ranked[:k]))
-                     for k in (5, 10) for m in ("recall", "all")})  # fmt: skip
-    return {**summarize(rows)["all"], **percentiles(ms)}
+        row: dict[str, Any] = {f"{m}@{k}": (evidence_recall(ranked, q["gold"], k) if m == "recall"
+                                            else q["gold"] <= set(ranked[:k]))
+                               for k in (5, 10) for m in ("recall", "all")}  # fmt: skip
+        if by is not None:
+            row["split"] = str(q[by])
+        rows.append(row)
+    out = {**summarize(rows)["all"], **percentiles(ms)}
+    if by is not None:
+        out["by"] = summarize(rows, sorted({r["split"] for r in rows}))
+    return out
 
 
 # -- needles ------------------------------------------------------------------------------------

@@ -481,22 +481,7 @@ class Archive:
                 "FROM chunks c JOIN documents d ON d.id = c.doc_id "
                 f"WHERE c.id IN ({','.join('?' * len(part))})"
             )
-            parsed: dict[str, tuple[dict[str, Any], datetime | None]] = {}
-            for cid, did, ordinal, text, meta, ts, flag, context in self.db.execute(q, part):
-                if did not in parsed:  # passages of one document share its metadata: parse once
-                    parsed[did] = (json.loads(meta), from_iso(ts))
-                doc_meta, doc_ts = parsed[did]
-                out[cid] = StoredChunk(
-                    cid,
-                    did,
-                    ordinal,
-                    text,
-                    dict(doc_meta),
-                    doc_ts,
-                    flag == ARCHIVE_ONLY,
-                    context,
-                    flag == PENDING,
-                )
+            out.update(stored_chunks(self.db.execute(q, part)))
         return out
 
     def filter_rows(self) -> tuple[list[str], list[dict[str, Any]], list[tuple[str, str]]]:
@@ -738,6 +723,25 @@ def fts_match(all_of: Sequence[str], any_of: Sequence[str], rank_by: Sequence[st
     if rank_by:
         parts.append(f"({fts_any(rank_by)})" if parts else fts_any(rank_by))
     return " AND ".join(parts)
+
+
+def stored_chunks(
+    rows: Iterable[tuple[str, str, int, str, str, str | None, int, str]],
+) -> dict[str, StoredChunk]:
+    """``(id, doc id, ordinal, text, metadata json, timestamp, indexed flag, context)`` rows
+    as passages by id, each document's metadata parsed once (every archive reads them so)."""
+    parsed: dict[str, tuple[dict[str, Any], datetime | None]] = {}
+    out: dict[str, StoredChunk] = {}
+    for cid, did, ordinal, text, meta, ts, flag, context in rows:
+        if did not in parsed:  # passages of one document share its metadata: parse once
+            parsed[did] = (json.loads(meta), from_iso(ts))
+        doc_meta, doc_ts = parsed[did]
+        flag = int(flag)
+        out[cid] = StoredChunk(
+            cid, did, int(ordinal), text, dict(doc_meta), doc_ts,
+            flag == ARCHIVE_ONLY, context, flag == PENDING,
+        )  # fmt: skip
+    return out
 
 
 def metadata_json(metadata: Any) -> str:

@@ -18,6 +18,7 @@ host and database, never the password.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -199,6 +200,7 @@ class PgvectorBackend:
         )
         self.address = self._pg.address
         self._known: set[str] = set()  # tables known to exist
+        self._indexed: set[str] = set()  # tables known to have their HNSW index
         self._table("", create=True)
 
     def _run(self, what: str, fn: Callable[[Any], T]) -> T:
@@ -253,8 +255,15 @@ class PgvectorBackend:
         return ident
 
     def _has_index(self, conn: Any, namespace: str) -> bool:
-        index = f"{self.cfg.table}_i_{_digest(self._name(namespace))}"
+        """Whether the namespace's HNSW index exists (remembered once seen: only a first
+        bulk load into an empty table drops it, and that load forgets it)."""
+        name = self._name(namespace)
+        if name in self._indexed:
+            return True
+        index = f"{self.cfg.table}_i_{_digest(name)}"
         row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f'"{index}"',)).fetchone()
+        if row[0]:
+            self._indexed.add(name)
         return bool(row[0])
 
     def _index_name(self, namespace: str) -> Any:
@@ -317,6 +326,7 @@ class PgvectorBackend:
                         sql.SQL("SELECT NOT EXISTS (SELECT 1 FROM {})").format(table)
                     ).fetchone()[0]
                     if empty:
+                        self._indexed.discard(self._name(namespace))
                         cur.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(index))
                         copy = sql.SQL("COPY {} (id, embedding, meta) FROM STDIN").format(table)
                         with cur.copy(copy) as cp:
@@ -441,8 +451,6 @@ class PgvectorBackend:
 
 
 def _digest(name: str) -> str:
-    import hashlib
-
     return hashlib.blake2b(name.encode("utf-8"), digest_size=8).hexdigest()
 
 

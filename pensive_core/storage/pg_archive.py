@@ -25,10 +25,9 @@ import contextlib
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
-from ..archive import ARCHIVE_ONLY, INDEXED, PENDING, StoredChunk, metadata_json
+from ..archive import ARCHIVE_ONLY, INDEXED, PENDING, StoredChunk, metadata_json, stored_chunks
 from ..errors import ConfigError
 from ..timeutil import from_iso, to_iso, utcnow
 from ..types import Chunk, Document
@@ -415,17 +414,10 @@ class PostgresArchive:
             ),
             (list(ids),),
         )
-        parsed: dict[str, tuple[dict[str, Any], datetime | None]] = {}
-        out: dict[str, StoredChunk] = {}
-        for cid, did, ordinal, text, meta, ts, flag, context in rows:
-            if did not in parsed:
-                parsed[did] = (json.loads(meta), from_iso(ts))
-            doc_meta, doc_ts = parsed[did]
-            out[cid] = StoredChunk(
-                cid, did, int(ordinal), _s(text), dict(doc_meta), doc_ts,
-                int(flag) == ARCHIVE_ONLY, _s(context), int(flag) == PENDING,
-            )  # fmt: skip
-        return out
+        return stored_chunks(
+            (cid, did, ordinal, _s(text), meta, ts, flag, _s(context))
+            for cid, did, ordinal, text, meta, ts, flag, context in rows
+        )
 
     def filter_rows(self) -> tuple[list[str], list[dict[str, Any]], list[tuple[str, str]]]:
         """Ids and metadata of documents (indexed or archive only) and their passages."""
