@@ -28,10 +28,10 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..archive import ARCHIVE_ONLY, INDEXED, PENDING, StoredChunk, metadata_json, stored_chunks
-from ..errors import ConfigError
+from ..errors import BackendError, ConfigError
 from ..timeutil import from_iso, to_iso, utcnow
 from ..types import Chunk, Document
-from .pg import PgConnection
+from .pg import PgConnection, first_line
 
 __all__ = ["PostgresArchive"]
 
@@ -131,14 +131,24 @@ class PostgresArchive:
         if conn is None or conn.closed:
             self._pg.run("reconnect", lambda c: None)
             conn = self._pg.conn
-        with conn.transaction():
-            self._depth += 1
-            try:
-                yield
-                if self._depth == 1:
-                    self._bump()
-            finally:
-                self._depth -= 1
+        import psycopg
+
+        try:
+            with conn.transaction():
+                self._depth += 1
+                try:
+                    yield
+                    if self._depth == 1:
+                        self._bump()
+                finally:
+                    self._depth -= 1
+        except psycopg.Error as exc:
+            if self._depth:  # an inner savepoint: the outer transaction reports it
+                raise
+            raise BackendError(
+                f"Postgres at {self.address} refused a write to the archive, rolled back "
+                f"whole ({type(exc).__name__}: {first_line(exc)})"
+            ) from None
 
     def _bump(self) -> None:
         """Move the data version (in the transaction that wrote)."""
