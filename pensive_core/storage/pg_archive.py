@@ -289,13 +289,19 @@ class PostgresArchive:
         flag = ARCHIVE_ONLY if archive_only else PENDING
         with self.transaction():
             conn = self._pg.conn
-            for doc, doc_hash, chunks in docs:
-                conn.execute(self._q("DELETE FROM {documents} WHERE id = %s"), (doc.id,))
+            # in id order, each document's row upserted first: two writers of one document
+            # queue on its row lock (the later one wins whole) and never deadlock
+            for doc, doc_hash, chunks in sorted(docs, key=lambda d: d[0].id):
                 conn.execute(
                     self._q(
                         "INSERT INTO {documents} (id, hash, metadata, timestamp, ingested_at, "
                         "n_chunks, indexed, context_gen, body, tsv) VALUES "
-                        "(%s, %s, %s, %s, %s, %s, %s, %s, %s, to_tsvector('simple', %s))"
+                        "(%s, %s, %s, %s, %s, %s, %s, %s, %s, to_tsvector('simple', %s)) "
+                        "ON CONFLICT (id) DO UPDATE SET hash = EXCLUDED.hash, "
+                        "metadata = EXCLUDED.metadata, timestamp = EXCLUDED.timestamp, "
+                        "ingested_at = EXCLUDED.ingested_at, n_chunks = EXCLUDED.n_chunks, "
+                        "indexed = EXCLUDED.indexed, context_gen = EXCLUDED.context_gen, "
+                        "body = EXCLUDED.body, tsv = EXCLUDED.tsv"
                     ),
                     (
                         doc.id,
@@ -310,6 +316,7 @@ class PostgresArchive:
                         doc.text.replace("\x00", " "),  # a text column holds no NUL
                     ),
                 )
+                conn.execute(self._q("DELETE FROM {chunks} WHERE doc_id = %s"), (doc.id,))
                 if chunks:
                     with conn.cursor() as cur:
                         cur.executemany(

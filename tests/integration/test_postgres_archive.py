@@ -4,6 +4,7 @@ conformance suite the SQLite archive passes."""
 from __future__ import annotations
 
 import hashlib
+import multiprocessing
 
 import pytest
 
@@ -51,4 +52,32 @@ def test_a_refused_write_is_a_backend_error_and_stores_nothing(postgres_dsn, tmp
     with pytest.raises(BackendError):
         a.set_meta("n", float("nan"))  # JSON has no NaN
     assert a.get_meta("n") is None
+    a.close()
+
+
+def _writer(dsn, prefix, i):
+    a = PostgresArchive(dsn, prefix)
+    for r in range(20):
+        a.write([written(Document("same", f"writer {i} round {r} " + "word " * 40))])
+    a.close()
+
+
+def test_two_processes_writing_one_document_both_succeed_and_one_version_stays_whole(
+    postgres_dsn, tmp_path
+):
+    prefix = prefix_for(tmp_path)
+    PostgresArchive(postgres_dsn, prefix).close()  # tables made once
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(postgres_dsn, prefix, i)) for i in (1, 2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0, 0]
+    a = PostgresArchive(postgres_dsn, prefix)
+    doc = a.document("same")
+    assert doc is not None and doc.text.startswith("writer ") and " round 19 " in doc.text
+    spans = a.neighbours("same", 0, 10**6)
+    assert [t for _, _, t in a.doc_chunks("same")] == [doc.text[s:e] for _, s, e in spans]
+    assert "".join(t for _, _, t in a.doc_chunks("same")) == doc.text
     a.close()
