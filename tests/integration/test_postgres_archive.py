@@ -81,3 +81,36 @@ def test_two_processes_writing_one_document_both_succeed_and_one_version_stays_w
     assert [t for _, _, t in a.doc_chunks("same")] == [doc.text[s:e] for _, s, e in spans]
     assert "".join(t for _, _, t in a.doc_chunks("same")) == doc.text
     a.close()
+
+
+def test_a_second_writer_of_one_document_waits_for_the_first_and_then_wins_whole(
+    postgres_dsn, tmp_path
+):
+    """Deterministic: the first writer holds the document's row in an open transaction."""
+    import threading
+    import time
+
+    prefix = prefix_for(tmp_path)
+    first, second = PostgresArchive(postgres_dsn, prefix), PostgresArchive(postgres_dsn, prefix)
+    first.write([written(Document("same", "version zero of the note"))])
+    errors: list[BaseException] = []
+
+    def later() -> None:
+        try:
+            second.write([written(Document("same", "version two, written while one was open"))])
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    with first.transaction():
+        first.write([written(Document("same", "version one of the note"))])
+        t = threading.Thread(target=later)
+        t.start()
+        time.sleep(0.5)
+        assert t.is_alive()  # queued on the document's row
+    t.join(20)
+    assert not errors and not t.is_alive()
+    doc = first.document("same")
+    assert doc is not None and doc.text == "version two, written while one was open"
+    assert "".join(t for _, _, t in first.doc_chunks("same")) == doc.text
+    first.close()
+    second.close()
