@@ -329,8 +329,8 @@ def test_settings_change_the_output():
 
 
 def test_fast_on_abstract_sized_documents():
-    # a floor far below the measured rate (about 1,000 multi-passage abstracts a second), to
-    # catch a per-passage rescan of the whole document rather than to benchmark
+    # a guard against a per-passage rescan of the whole document (quadratic: minutes), not a
+    # benchmark: the bound is ten times what a loaded CI machine takes (1.8-2.4 s seen)
     para = (
         "Anna Berg of Acme Corp studied the BRCA1 gene in 2019 with Tomas Lind. They found "
         "that it was linked to risk in Oslo and Bergen cohorts. "
@@ -343,7 +343,7 @@ def test_fast_on_abstract_sized_documents():
     gen = HeuristicContextGenerator()
     t = time.perf_counter()
     gen.generate(requests)
-    assert time.perf_counter() - t < 2.0
+    assert time.perf_counter() - t < 20.0
 
 
 # --- records ------------------------------------------------------------------------------------
@@ -407,7 +407,7 @@ def test_a_long_document_costs_about_its_length():
     chunks = chunk_text("book", text, max_tokens=150, count_tokens=words)
     t = time.perf_counter()
     out = HeuristicContextGenerator().generate([ContextRequest(doc, chunks)])[0]
-    assert time.perf_counter() - t < 5.0
+    assert time.perf_counter() - t < 30.0  # a guard against the quadratic minutes, not a benchmark
     assert len(out) == len(chunks)
 
 
