@@ -19,6 +19,7 @@ except ImportError as exc:
     ) from exc
 
 from .archive import ArchiveFactory, DocumentStoreTests
+from .memory import CatalogFactory, SessionCatalogTests, TurnsFactory, TurnStoreTests
 from .backends import DIM, BackendFactory, VectorBackendTests, unit_vectors
 from .sparse import IndexFactory, SparseIndexTests, reference_scores
 
@@ -26,9 +27,13 @@ __all__ = [
     "ArchiveFactory",
     "DIM",
     "BackendFactory",
+    "CatalogFactory",
     "DocumentStoreTests",
     "IndexFactory",
+    "SessionCatalogTests",
     "SparseIndexTests",
+    "TurnStoreTests",
+    "TurnsFactory",
     "VectorBackendTests",
     "reference_scores",
     "unit_vectors",
