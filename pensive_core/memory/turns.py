@@ -499,9 +499,7 @@ class TurnLog:
     def mark_indexed(self, turns: Sequence[Turn]) -> None:
         """Record that the index now has ``turns``."""
         with self._write():
-            self.db.executemany(
-                "UPDATE turns SET indexed=1 WHERE seq=?", [(t.seq,) for t in turns]
-            )
+            self.db.executemany("UPDATE turns SET indexed=1 WHERE seq=?", [(t.seq,) for t in turns])
 
     # -- summaries ----------------------------------------------------------------------------
     @contextlib.contextmanager

@@ -19,8 +19,9 @@ except ImportError as exc:
     ) from exc
 
 from .archive import ArchiveFactory, DocumentStoreTests
-from .memory import CatalogFactory, SessionCatalogTests, TurnsFactory, TurnStoreTests
 from .backends import DIM, BackendFactory, VectorBackendTests, unit_vectors
+from .items import ItemRecordsTests, ItemsFactory, LLMCacheRecordsTests, RecordsFactory
+from .memory import CatalogFactory, SessionCatalogTests, TurnsFactory, TurnStoreTests
 from .sparse import IndexFactory, SparseIndexTests, reference_scores
 
 __all__ = [
@@ -30,6 +31,10 @@ __all__ = [
     "CatalogFactory",
     "DocumentStoreTests",
     "IndexFactory",
+    "ItemRecordsTests",
+    "ItemsFactory",
+    "LLMCacheRecordsTests",
+    "RecordsFactory",
     "SessionCatalogTests",
     "SparseIndexTests",
     "TurnStoreTests",

@@ -216,9 +216,7 @@ class TurnStoreTests:
         assert log.counts() == (8, 1, 0, 4)  # three blocks and one story so far
         log.close()
 
-    def test_a_failure_inside_a_transaction_stores_nothing(
-        self, make_turns: TurnsFactory
-    ) -> None:
+    def test_a_failure_inside_a_transaction_stores_nothing(self, make_turns: TurnsFactory) -> None:
         log = self.open(make_turns)
         kept = log.append(turns_of(2))
         with log.transaction():
