@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
@@ -76,7 +76,8 @@ class PgTables:
     Args:
         dsn: The connection string (a password only from the environment or ``~/.pgpass``).
         prefix: The tables' prefix (see :func:`check_prefix`).
-        names: The tables' (and indexes') names after the prefix; ``{name}`` in a statement.
+        names: The tables' (and indexes') names after the prefix, each ``{name}`` in a
+            statement; or a mapping from the ``{name}`` used in statements to that name.
         part: What they hold, for messages ("session log").
         timeout_s: Connect timeout.
         read_only: Open a connection on which Postgres refuses every write.
@@ -90,7 +91,7 @@ class PgTables:
         self,
         dsn: str,
         prefix: str,
-        names: Sequence[str],
+        names: Sequence[str] | Mapping[str, str],
         part: str,
         timeout_s: float = 10,
         read_only: bool = False,
@@ -102,7 +103,8 @@ class PgTables:
         setup = _read_only_session if read_only else _utc_session
         self.pg = PgConnection(dsn, f"The Postgres {part}", timeout_s, setup=setup)
         self.address = self.pg.address
-        self.names = {name: sql.Identifier(f"{prefix}_{name}") for name in names}
+        self._suffix = dict(names) if isinstance(names, Mapping) else {n: n for n in names}
+        self.names = {k: sql.Identifier(f"{prefix}_{v}") for k, v in self._suffix.items()}
         self.depth = 0  # transaction() blocks open on this connection
 
     def q(self, text: str) -> Any:
@@ -176,11 +178,12 @@ class PgTables:
             ) from None
 
     def exists(self, *names: str) -> bool:
-        """Whether the tables ``names`` all exist (never creates anything)."""
+        """Whether the tables ``names`` (as statements name them) all exist (never creates
+        anything)."""
         rows = self.run(
             "look for its tables",
             "SELECT count(to_regclass(n)) FROM unnest(%s::text[]) AS n",
-            ([f'"{self.prefix}_{n}"' for n in names],),
+            ([f'"{self.prefix}_{self._suffix[n]}"' for n in names],),
         )
         return int(rows[0][0]) == len(names)
 
