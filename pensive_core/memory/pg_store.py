@@ -140,6 +140,19 @@ class PostgresTurnLog:
     def _run(self, what: str, stmt: str, **params: Any) -> list[Any]:
         return self._t.run(what, stmt, {**self._k, **params})
 
+    def _add(self, what: str, stmt: str, **params: Any) -> list[Any]:
+        """Insert a row of the session's: its log's row is made first, in the same
+        transaction (another replica may have deleted the log since this one opened it)."""
+        t = self._t
+        values = {**self._k, **params}
+
+        def write(conn: Any) -> list[Any]:
+            conn.execute(t.q(_ensure_log()), values)
+            cur = conn.execute(t.q(stmt), values)
+            return cur.fetchall() if cur.description is not None else []
+
+        return t.atomic(what, write)
+
     def __len__(self) -> int:
         return int(self._run("count turns", f"SELECT count(*) FROM {{turns}} WHERE {_KEY}")[0][0])
 
@@ -334,7 +347,7 @@ class PostgresTurnLog:
 
     def add_summary(self, segment: int, start: int, end: int, text: str, method: str) -> None:
         """Store the summary of a block of turns of ``segment`` (``method`` wrote it)."""
-        self._run(
+        self._add(
             "store a summary",
             "INSERT INTO {turn_summaries} (namespace, session_id, segment, start_seq, end_seq, "
             "text, method) VALUES (%(ns)s, %(sid)s, %(seg)s, %(a)s, %(b)s, %(text)s, %(m)s)",
@@ -370,6 +383,7 @@ class PostgresTurnLog:
         params = {**self._k, "b": end, "text": to_bytes(text), "m": method}
 
         def write(conn: Any) -> None:
+            conn.execute(t.q(_ensure_log()), params)
             conn.execute(t.q(f"DELETE FROM {{turn_summaries}} WHERE {_KEY} AND level = 1"), params)
             conn.execute(
                 t.q(
@@ -409,7 +423,7 @@ class PostgresTurnLog:
     # -- pins ---------------------------------------------------------------------------------
     def pin(self, text: str) -> int:
         """Store a pinned note; returns its id."""
-        rows = self._run(
+        rows = self._add(
             "pin a note",
             "INSERT INTO {turn_pins} (namespace, session_id, text, created) "
             "VALUES (%(ns)s, %(sid)s, %(text)s, %(now)s) RETURNING id",

@@ -257,5 +257,42 @@ def test_delete_forgets_one_session_only(postgres_dsn, tmp_path):
     assert PostgresTurnLog.open(postgres_dsn, prefix, "ns", "a", read_only=True) is None
     assert len(b) == 2 and b.pins() == ["note"] and b.summarised_to() == 1
     assert [t.seq for t in a.append(turns_of(1))] == [0]
+    a.delete()  # every write makes the log again, not only an append
+    a.pin("after delete")
+    with a.transaction():
+        a.fold_summaries(0, "story", "llm")
+    assert a.pins() == ["after delete"] and a.story_so_far() == (0, "story")
     a.close()
     b.close()
+
+
+def _registrar(dsn, prefix, root, worker, out):
+    c = PostgresSessionCatalog(dsn, prefix, root)
+    got = []
+    for i in range(20):
+        info = c.register("ns", f"s{i}", None if worker == 1 else "owner")
+        got.append((info.session_id, info.created, str(info.folder)))
+    c.close()
+    out.put(got)
+
+
+def test_two_processes_registering_the_same_sessions_get_one_registration(postgres_dsn, tmp_path):
+    """Tables not made beforehand: both processes make them at once too."""
+    prefix = prefix_for(tmp_path)
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    procs = [
+        ctx.Process(target=_registrar, args=(postgres_dsn, prefix, tmp_path, w, out))
+        for w in (1, 2)
+    ]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=180) for _ in procs]
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0, 0]
+    assert results[0] == results[1]  # the same creation time and folder for each session
+    c = PostgresSessionCatalog(postgres_dsn, prefix, tmp_path)
+    stored = c.sessions("ns")
+    assert len(stored) == 20 and {s.user for s in stored} == {"owner"}
+    c.close()
