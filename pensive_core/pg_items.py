@@ -34,7 +34,8 @@ from .timeutil import ensure_utc, utcnow
 
 __all__ = ["PostgresItemTable", "PostgresLLMCacheRecords", "table_for"]
 
-_TABLE = re.compile(r"^[a-z][a-z0-9_]{0,19}$")
+# {prefix}_{table}_ts stays within Postgres's 63 characters of a name (a prefix has up to 40)
+_TABLE = re.compile(r"^[a-z][a-z0-9_]{0,18}$")
 
 
 def table_for(filename: str) -> str:
@@ -42,14 +43,14 @@ def table_for(filename: str) -> str:
     (``"items.sqlite"`` -> ``"items"``): its stem, lower-cased, other characters as ``_``.
 
     Raises:
-        ConfigError: If nothing usable is left (or it is over 20 characters).
+        ConfigError: If nothing usable is left (or it is over 19 characters).
     """
     stem = filename.rsplit("/", 1)[-1].split(".", 1)[0].lower()
     name = re.sub(r"[^a-z0-9_]", "_", stem)
     if not _TABLE.match(name):
         raise ConfigError(
             f"item table name {filename!r} gives the table {name!r}, which is not a lower-case "
-            "identifier of 1 to 20 characters starting with a letter; choose another filename"
+            "identifier of 1 to 19 characters starting with a letter; choose another filename"
         )
     return name
 
@@ -82,12 +83,12 @@ class PostgresItemTable:
     ) -> None:
         if not isinstance(table, str) or not _TABLE.match(table):
             raise ConfigError(
-                f"item table name {table!r} is not valid: use 1 to 20 lower-case letters, "
+                f"item table name {table!r} is not valid: use 1 to 19 lower-case letters, "
                 "digits or '_', starting with a letter"
             )
         self.table = table
         self._t = PgTables(
-            dsn, prefix, {"items": table, "updated": f"{table}_updated"}, "item table", timeout_s
+            dsn, prefix, {"items": table, "updated": f"{table}_ts"}, "item table", timeout_s
         )
         if not self._t.exists("items"):
             self._t.create(

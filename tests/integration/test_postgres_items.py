@@ -62,10 +62,16 @@ def test_bad_prefixes_and_table_names_are_refused(postgres_dsn):
             PostgresItemTable(postgres_dsn, bad)
         with pytest.raises(ConfigError, match="prefix"):
             PostgresLLMCacheRecords(postgres_dsn, bad)
-    for bad in ("Items", "1items", "items;drop", "", "x" * 21):
+    for bad in ("Items", "1items", "items;drop", "", "x" * 20):
         with pytest.raises(ConfigError, match="table"):
             PostgresItemTable(postgres_dsn, "ok", bad)
     assert table_for("items.sqlite") == "items" and table_for("LG-Store.sqlite") == "lg_store"
+    assert table_for("langgraph_store.sqlite") == "langgraph_store"
+    longest = PostgresItemTable(postgres_dsn, "p" * 40, "t" * 19)  # names within 63 characters
+    longest.delete(("n",), "k")  # a server kept between runs (PENSIVE_TEST_POSTGRES_DSN)
+    longest.put(("n",), "k", value(v=1), None, T0)
+    assert longest.get(("n",), "k") is not None
+    longest.close()
     with pytest.raises(ConfigError):
         table_for("..sqlite")
 

@@ -85,6 +85,21 @@ def test_a_prefix_that_is_not_an_identifier_is_refused(postgres_dsn, tmp_path):
             PostgresSessionCatalog(postgres_dsn, bad, tmp_path)
 
 
+def test_the_longest_prefix_keeps_every_name_whole(postgres_dsn, tmp_path):
+    session = prefix_for(tmp_path)  # a server kept between runs has other sessions
+    log = PostgresTurnLog(postgres_dsn, "q" * 40, "ns", session)
+    log.append(turns_of(2))
+    with log.transaction():
+        log.add_summary(0, 0, 1, "s", "extractive")
+    log.pin("p")
+    assert log.counts() == (2, 1, 0, 1) and log.pins() == ["p"]
+    catalog = PostgresSessionCatalog(postgres_dsn, "q" * 40, tmp_path)
+    assert catalog.register("ns", session, None).session_id == session
+    log.delete()
+    log.close()
+    catalog.close()
+
+
 def test_two_prefixes_never_see_each_other(postgres_dsn, tmp_path):
     a = PostgresTurnLog(postgres_dsn, prefix_for(tmp_path / "a"), "ns", "s")
     b = PostgresTurnLog(postgres_dsn, prefix_for(tmp_path / "b"), "ns", "s")
