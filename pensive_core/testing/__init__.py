@@ -20,15 +20,25 @@ except ImportError as exc:
 
 from .archive import ArchiveFactory, DocumentStoreTests
 from .backends import DIM, BackendFactory, VectorBackendTests, unit_vectors
+from .items import ItemRecordsTests, ItemsFactory, LLMCacheRecordsTests, RecordsFactory
+from .memory import CatalogFactory, SessionCatalogTests, TurnsFactory, TurnStoreTests
 from .sparse import IndexFactory, SparseIndexTests, reference_scores
 
 __all__ = [
     "ArchiveFactory",
     "DIM",
     "BackendFactory",
+    "CatalogFactory",
     "DocumentStoreTests",
     "IndexFactory",
+    "ItemRecordsTests",
+    "ItemsFactory",
+    "LLMCacheRecordsTests",
+    "RecordsFactory",
+    "SessionCatalogTests",
     "SparseIndexTests",
+    "TurnStoreTests",
+    "TurnsFactory",
     "VectorBackendTests",
     "reference_scores",
     "unit_vectors",
