@@ -20,15 +20,23 @@ except ImportError as exc:
 
 from .archive import ArchiveFactory, DocumentStoreTests
 from .backends import DIM, BackendFactory, VectorBackendTests, unit_vectors
+from .graph import GraphFactory, GraphTablesTests, LearningFactory, LearningTablesTests
 from .sparse import IndexFactory, SparseIndexTests, reference_scores
+from .temporal import TemporalFactory, TemporalTablesTests
 
 __all__ = [
     "ArchiveFactory",
     "DIM",
     "BackendFactory",
     "DocumentStoreTests",
+    "GraphFactory",
+    "GraphTablesTests",
     "IndexFactory",
+    "LearningFactory",
+    "LearningTablesTests",
     "SparseIndexTests",
+    "TemporalFactory",
+    "TemporalTablesTests",
     "VectorBackendTests",
     "reference_scores",
     "unit_vectors",
