@@ -201,8 +201,14 @@ def test_public_names_are_pinned():
         "DIM",
         "DocumentStoreTests",
         "BackendFactory",
+        "GraphFactory",
+        "GraphTablesTests",
         "IndexFactory",
+        "LearningFactory",
+        "LearningTablesTests",
         "SparseIndexTests",
+        "TemporalFactory",
+        "TemporalTablesTests",
         "VectorBackendTests",
         "reference_scores",
         "unit_vectors",
@@ -212,6 +218,8 @@ def test_public_names_are_pinned():
     assert not [n for n in dir(VectorBackendTests) if n.startswith("Test")]
     assert not [n for n in dir(testing.SparseIndexTests) if n.startswith("Test")]
     assert not [n for n in dir(testing.DocumentStoreTests) if n.startswith("Test")]
+    for suite in ("GraphTablesTests", "LearningTablesTests", "TemporalTablesTests"):
+        assert not [n for n in dir(getattr(testing, suite)) if n.startswith("Test")]
 
 
 def test_without_pytest_the_testing_package_names_its_extra(monkeypatch):
