@@ -41,7 +41,6 @@ from __future__ import annotations
 import math
 import sqlite3
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -167,6 +166,7 @@ def _check_cap(max_weight: float, prune_below: float, max_name: str, prune_name:
 
 # -- persistence shared by both -----------------------------------------------------------------
 K = TypeVar("K", str, tuple[str, str])  # a chunk id, or an edge (src, dst)
+T = TypeVar("T")
 
 
 class LearningRows(Protocol):
@@ -184,9 +184,11 @@ class LearningRows(Protocol):
         """Every row (none when the table does not exist yet)."""
         ...
 
-    def transaction(self) -> AbstractContextManager[None]:
-        """One write transaction holding the table's write lock, committed on success and
-        rolled back on any exception."""
+    def transact(self, work: Callable[[], T]) -> T:
+        """``work()`` in one write transaction holding the table's write lock: committed
+        when it returns, rolled back when it raises. ``work`` reads and writes through this
+        object; an engine may run it once more after a dropped connection (it reads the
+        state it changes inside, so a second run is the same change)."""
         ...
 
     def upsert(self, rows: Sequence[tuple[Any, ...]]) -> None:
@@ -231,8 +233,9 @@ class _SqliteRows:
         ).fetchone()
         return self.db.execute(self._select).fetchall() if exists else []
 
-    def transaction(self) -> AbstractContextManager[None]:
-        return write_transaction(self.db)
+    def transact(self, work: Callable[[], T]) -> T:
+        with write_transaction(self.db):
+            return work()
 
     def upsert(self, rows: Sequence[tuple[Any, ...]]) -> None:
         self.db.executemany(self._upsert, rows)
@@ -310,7 +313,10 @@ class _Table(Generic[K]):
             state = self._rows()
             upserts, deletes = change(state)
         else:
-            with store.transaction():
+
+            def work() -> tuple[
+                dict[K, tuple[float, float]], dict[K, tuple[float, float]], list[K]
+            ]:
                 # under the write lock, so another writer's commit is read before changing it
                 state = self._rows()
                 upserts, deletes = change(state)
@@ -318,6 +324,9 @@ class _Table(Generic[K]):
                     store.upsert(self._as_rows(upserts))
                 if deletes:
                     store.delete([self._columns(k) for k in sorted(deletes)])
+                return state, upserts, deletes
+
+            state, upserts, deletes = store.transact(work)
             after = store.version_after_write()
             if after is not None:
                 self._version = after
