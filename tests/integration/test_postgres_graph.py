@@ -1,0 +1,243 @@
+"""The entity graph and its learning tables in a real Postgres (started by the
+``postgres_dsn`` fixture): the conformance suites the SQLite tables pass, and attacks (two
+processes writing at once, a dropped connection, bad prefixes, prefixes kept apart)."""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+
+import psycopg
+import pytest
+
+from pensive_core import BackendError, ConfigError
+from pensive_core.graph.learning import LearningConfig
+from pensive_core.graph.pg_store import (
+    PostgresGraphStore,
+    PostgresLearningRows,
+    open_postgres_learning,
+)
+from pensive_core.testing import GraphTablesTests, LearningTablesTests
+from pensive_core.testing.graph import MARKUP, reference_graph, view_contents
+
+pytestmark = pytest.mark.integration
+
+
+def prefix_for(folder) -> str:
+    """One graph per test folder: tests share the server, never each other's rows."""
+    return "g" + hashlib.blake2b(str(folder).encode(), digest_size=8).hexdigest()
+
+
+def named(dsn: str, app: str) -> str:
+    """The DSN with its own ``application_name`` (to find this connection on the server)."""
+    if "://" in dsn:
+        return dsn + ("&" if "?" in dsn else "?") + f"application_name={app}"
+    return f"{dsn} application_name={app}"
+
+
+class TestPostgresGraph(GraphTablesTests):
+    refused_write = BackendError
+
+    @pytest.fixture
+    def make_graph(self, postgres_dsn):
+        opened = []
+
+        def make(folder, max_pair):
+            g = PostgresGraphStore(postgres_dsn, prefix_for(folder), max_pair)
+            opened.append(g)
+            return g
+
+        yield make
+        for g in opened:
+            g.close()
+
+
+class TestPostgresLearning(LearningTablesTests):
+    @pytest.fixture
+    def make_learning(self, postgres_dsn):
+        def make(folder, knobs, read_only):
+            return open_postgres_learning(postgres_dsn, prefix_for(folder), knobs, read_only)
+
+        return make
+
+
+def test_a_bad_prefix_is_refused(postgres_dsn):
+    for bad in ("Bad-Prefix", "x; DROP TABLE y", "", "a" * 41, "1abc"):
+        with pytest.raises(ConfigError, match="prefix"):
+            PostgresGraphStore(postgres_dsn, bad)
+        with pytest.raises(ConfigError, match="prefix"):
+            PostgresLearningRows(postgres_dsn, bad, "hebbian")
+
+
+def test_a_refused_write_says_it_was_rolled_back_whole(postgres_dsn, tmp_path):
+    g = PostgresGraphStore(postgres_dsn, prefix_for(tmp_path))
+    g.add_document("a", [("a#1", 0, "[acme] [globex]")], MARKUP)
+    before = view_contents(g.load())
+    with pytest.raises(BackendError, match="rolled back whole") as err:
+        g.add_document("a", [("a#2", 0, "[initech]"), (None, 1, "[acme]")], MARKUP)
+    assert "'a'" in str(err.value)
+    assert view_contents(g.load()) == before
+    assert g.touched_names == {"acme", "globex"}  # the refused write touched nothing
+    g.close()
+
+
+def test_two_prefixes_never_see_each_others_rows(postgres_dsn, tmp_path):
+    one = PostgresGraphStore(postgres_dsn, prefix_for(tmp_path / "one"))
+    two = PostgresGraphStore(postgres_dsn, prefix_for(tmp_path / "two"))
+    one.add_document("a", [("a#1", 0, "[acme] [globex]")], MARKUP)
+    two.add_document("a", [("a#9", 0, "[initech]")], MARKUP)
+    assert one.documents() == {"a": {"a#1"}} and two.documents() == {"a": {"a#9"}}
+    assert one.mentioning(["initech"]) == set() and two.rare(["acme"], 5) == set()
+    two.remove_document("a")
+    assert one.counts() == {"chunks": 1, "entities": 2, "mentions": 2}
+    u1, h1 = open_postgres_learning(postgres_dsn, one.prefix, LearningConfig())
+    u2, h2 = open_postgres_learning(postgres_dsn, two.prefix, LearningConfig())
+    u1.use(["a#1"], 0.0)
+    h1.strengthen([("e:acme", "a#1")], now=0.0)
+    assert u2.boost([("a#1", 1.0)], 0.0) == [("a#1", 1.0)]
+    assert h2.as_matrix({"e:acme": 0, "a#1": 1}, 2, 0.0).nnz == 0
+    one.close()
+    two.close()
+
+
+def test_a_dropped_connection_is_survived(postgres_dsn, tmp_path):
+    prefix = prefix_for(tmp_path)
+    g = PostgresGraphStore(named(postgres_dsn, "pensive_graph_kill"), prefix)
+    uses, edges = open_postgres_learning(
+        named(postgres_dsn, "pensive_graph_kill"), prefix, LearningConfig()
+    )
+    g.add_document("a", [("a#1", 0, "[acme] [globex]")], MARKUP)
+    uses.use(["a#1"], 0.0)
+    with psycopg.connect(postgres_dsn, autocommit=True) as c:
+        killed = c.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE application_name = 'pensive_graph_kill'"
+        ).fetchall()
+    assert len(killed) == 3  # the graph's and both learning tables' connections
+    g.add_document("b", [("b#1", 0, "[acme]")], MARKUP)  # a write reconnects once
+    assert g.mentioning(["acme"]) == {"a#1", "b#1"}
+    uses.use(["a#1"], 1.0)
+    assert uses.boost([("a#1", 1.0)], 1.0)[0][1] > 1.0
+    with psycopg.connect(postgres_dsn, autocommit=True) as c:
+        c.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE application_name = 'pensive_graph_kill'"
+        )
+    assert g.load().n_chunks == 2  # and so does a read
+    edges.strengthen([("e:acme", "a#1")], now=2.0)
+    g.close()
+
+
+def _docs(worker: int, n: int) -> dict[str, list[tuple[str, int, str]]]:
+    """Documents of one worker: each names entities every worker names (so the writers meet
+    on the same entity rows) and its own."""
+    return {
+        f"w{worker}-{i}": [
+            (f"w{worker}-{i}#0", 0, f"[acme] [globex] [person{i % 5}] [own{worker}x{i}]"),
+            (f"w{worker}-{i}#1", 1, f"[globex] [city{(i + worker) % 3}] [acme]"),
+        ]
+        for i in range(n)
+    }
+
+
+def _graph_writer(dsn: str, prefix: str, worker: int, n: int) -> None:
+    g = PostgresGraphStore(dsn, prefix)
+    docs = _docs(worker, n)
+    for doc_id, chunks in docs.items():
+        g.add_document(doc_id, chunks, MARKUP, subject="Acme" if worker % 2 else None)
+    for doc_id in list(docs)[::4]:  # replace some, remove others
+        g.add_document(doc_id, docs[doc_id][:1], MARKUP)
+    for doc_id in list(docs)[1::4]:
+        g.remove_document(doc_id)
+    g.close()
+
+
+def test_two_processes_writing_different_documents_at_once_give_the_exact_graph(
+    postgres_dsn, tmp_path
+):
+    prefix = prefix_for(tmp_path)
+    PostgresGraphStore(postgres_dsn, prefix).close()  # tables made once
+    ctx = multiprocessing.get_context("spawn")
+    n = 40
+    procs = [ctx.Process(target=_graph_writer, args=(postgres_dsn, prefix, w, n)) for w in (1, 2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(300)
+    assert [p.exitcode for p in procs] == [0, 0]
+    ref = reference_graph()
+    for w in (1, 2):
+        docs = _docs(w, n)
+        for doc_id, chunks in docs.items():
+            ref.add_document(doc_id, chunks, MARKUP, subject="Acme" if w % 2 else None)
+        for doc_id in list(docs)[::4]:
+            ref.add_document(doc_id, docs[doc_id][:1], MARKUP)
+        for doc_id in list(docs)[1::4]:
+            ref.remove_document(doc_id)
+    g = PostgresGraphStore(postgres_dsn, prefix)
+    assert g.counts() == ref.counts()
+    assert g.documents() == ref.documents()
+    assert view_contents(g.load()) == view_contents(ref.load())
+    keys = ["acme", "globex", *(f"person{i}" for i in range(5)), *(f"city{i}" for i in range(3))]
+    for most in (0, 1, 5, 20, 40, 60, 80, 120):  # every entity's count of passages is exact
+        assert g.rare(keys, most) == ref.rare(keys, most), most
+    g.close()
+
+
+def _learner(dsn: str, prefix: str, worker: int) -> None:
+    knobs = LearningConfig(base_level_half_life_s=float("inf"), hebbian_rate=0.01)
+    uses, edges = open_postgres_learning(dsn, prefix, knobs)
+    for _ in range(30):
+        uses.use(["shared", f"own{worker}"], 0.0)
+        edges.strengthen([("e:acme", "shared")], now=0.0)
+
+
+def test_two_processes_learning_at_once_lose_no_use(postgres_dsn, tmp_path):
+    prefix = prefix_for(tmp_path)
+    knobs = LearningConfig(base_level_half_life_s=float("inf"), hebbian_rate=0.01)
+    open_postgres_learning(postgres_dsn, prefix, knobs)  # tables made once
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_learner, args=(postgres_dsn, prefix, w)) for w in (1, 2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(300)
+    assert [p.exitcode for p in procs] == [0, 0]
+    uses, edges = open_postgres_learning(postgres_dsn, prefix, knobs, read_only=True)
+    want, _ = open_postgres_learning(postgres_dsn, prefix_for(tmp_path / "ref"), knobs)
+    for _ in range(60):
+        want.use(["shared"], 0.0)
+    ids = ["shared", "own1", "own2"]
+    got = dict(uses.boost([(c, 1.0) for c in ids], 0.0))
+    assert got["shared"] == dict(want.boost([("shared", 1.0)], 0.0))["shared"]
+    assert got["own1"] == got["own2"] < got["shared"]
+    m = edges.as_matrix({"e:acme": 0, "shared": 1}, 2, 0.0)
+    assert m[0, 1] == pytest.approx(0.6)  # 60 strengthenings of 0.01
+
+
+def test_load_of_tens_of_thousands_of_passages_is_a_few_selects(postgres_dsn, tmp_path):
+    """20,000 passages load in one snapshot: four SELECTs, not one per row."""
+    import time
+
+    g = PostgresGraphStore(postgres_dsn, prefix_for(tmp_path))
+    for d in range(100):
+        chunks = [(f"d{d}#{i}", i, f"[org{(d + i) % 97}] [p{i % 31}]") for i in range(200)]
+        g.add_document(f"d{d}", chunks, MARKUP)
+    statements: list[str] = []
+    conn = g._pg.conn
+    conn.add_notice_handler(lambda n: None)
+    original = conn.execute
+
+    def counting(query, *args, **kwargs):
+        statements.append(str(query))
+        return original(query, *args, **kwargs)
+
+    conn.execute = counting
+    t0 = time.perf_counter()
+    view = g.load()
+    took = time.perf_counter() - t0
+    conn.execute = original
+    assert view.n_chunks == 20_000 and view.n_entities == 97 + 31
+    assert len(statements) <= 6  # BEGIN's settings and four SELECTs
+    assert took < 30  # a loose guard against per-row queries, not a benchmark
+    g.close()
