@@ -1,0 +1,184 @@
+"""The statement tables in a real Postgres (started by the ``postgres_dsn`` fixture): the
+conformance suite the SQLite tables pass, and attacks (two processes writing at once, a
+dropped connection, bad prefixes, prefixes kept apart)."""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+from datetime import datetime, timedelta, timezone
+
+import psycopg
+import pytest
+
+from pensive_core import BackendError, ConfigError
+from pensive_core.temporal.pg_store import PostgresTemporalStore
+from pensive_core.testing import TemporalTablesTests
+from pensive_core.testing.temporal import TAGGED, reference_temporal
+
+pytestmark = pytest.mark.integration
+
+UTC = timezone.utc
+
+
+def prefix_for(folder) -> str:
+    """One set of tables per test folder: tests share the server, never each other's rows."""
+    return "t" + hashlib.blake2b(str(folder).encode(), digest_size=8).hexdigest()
+
+
+def named(dsn: str, app: str) -> str:
+    """The DSN with its own ``application_name`` (to find this connection on the server)."""
+    if "://" in dsn:
+        return dsn + ("&" if "?" in dsn else "?") + f"application_name={app}"
+    return f"{dsn} application_name={app}"
+
+
+class TestPostgresTemporal(TemporalTablesTests):
+    refused_write = BackendError
+
+    @pytest.fixture
+    def make_temporal(self, postgres_dsn):
+        opened = []
+
+        def make(folder):
+            t = PostgresTemporalStore(postgres_dsn, prefix_for(folder))
+            opened.append(t)
+            return t
+
+        yield make
+        for t in opened:
+            t.close()
+
+
+def test_a_bad_prefix_is_refused(postgres_dsn):
+    for bad in ("Bad-Prefix", 'x"; DROP TABLE y; --', "", "a" * 41):
+        with pytest.raises(ConfigError, match="prefix"):
+            PostgresTemporalStore(postgres_dsn, bad)
+
+
+def test_a_refused_write_says_it_was_rolled_back_whole(postgres_dsn, tmp_path):
+    t = PostgresTemporalStore(postgres_dsn, prefix_for(tmp_path))
+    t.add_document("a", [("a#0", "{ceo=jane}")], None, TAGGED)
+    with pytest.raises(BackendError, match="rolled back whole") as err:
+        t.add_document("a", [("a#1", "{ceo=john}"), (None, "{ceo=ann}")], None, TAGGED)
+    assert "'a'" in str(err.value)
+    assert [(r.chunk, r.value) for r in t.load().rows] == [("a#0", "jane")]
+    t.close()
+
+
+def test_two_prefixes_never_see_each_others_rows(postgres_dsn, tmp_path):
+    one = PostgresTemporalStore(postgres_dsn, prefix_for(tmp_path / "one"))
+    two = PostgresTemporalStore(postgres_dsn, prefix_for(tmp_path / "two"))
+    one.add_document("a", [("a#0", "{ceo=jane}")], None, TAGGED)
+    two.add_document("a", [("a#9", "{ceo=john} in May 2020")], None, TAGGED)
+    assert one.documents() == {"a": {"a#0"}} and two.documents() == {"a": {"a#9"}}
+    assert [r.value for r in one.load().rows] == ["jane"]
+    assert one.counts() == {"statements": 1, "dates": 0}
+    two.remove_document("a")
+    assert one.counts() == {"statements": 1, "dates": 0} and two.load().rows == []
+    one.close()
+    two.close()
+
+
+def test_a_dropped_connection_is_survived(postgres_dsn, tmp_path):
+    t = PostgresTemporalStore(named(postgres_dsn, "pensive_temporal_kill"), prefix_for(tmp_path))
+    t.add_document("a", [("a#0", "{ceo=jane}")], None, TAGGED)
+
+    def kill() -> int:
+        with psycopg.connect(postgres_dsn, autocommit=True) as c:
+            return len(
+                c.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE application_name = 'pensive_temporal_kill'"
+                ).fetchall()
+            )
+
+    assert kill() == 1
+    t.add_document("b", [("b#0", "{ceo=john~}")], None, TAGGED)  # a write reconnects once
+    assert kill() == 1
+    view = t.load()  # and so does a read
+    assert view.validity("a#0")[2] == "b#0"
+    t.close()
+
+
+def _docs(worker: int, n: int) -> list[tuple[str, list[tuple[str, str]], datetime]]:
+    """Documents of one worker: a slot every worker fills (at times no two documents share,
+    so supersession does not hang on which process recorded first) and one of its own."""
+    base = datetime(2020, 1, 1, tzinfo=UTC)
+    return [
+        (
+            f"w{worker}-{i}",
+            [
+                (f"w{worker}-{i}#0", f"{{ceo acme=v{worker}x{i}}} on 2 May 2021"),
+                (f"w{worker}-{i}#1", f"{{own{worker}=x{i}}}"),
+            ],
+            base + timedelta(days=2 * i + worker),
+        )
+        for i in range(n)
+    ]
+
+
+def _temporal_writer(dsn: str, prefix: str, worker: int, n: int) -> None:
+    t = PostgresTemporalStore(dsn, prefix)
+    docs = _docs(worker, n)
+    for doc_id, ps, ts in docs:
+        t.add_document(doc_id, ps, ts, TAGGED)
+    for doc_id, ps, ts in docs[::4]:
+        t.add_document(doc_id, ps[:1], ts, TAGGED)
+    for doc_id, _, _ in docs[1::4]:
+        t.remove_document(doc_id)
+    t.close()
+
+
+def test_two_processes_writing_different_documents_at_once_give_the_exact_tables(
+    postgres_dsn, tmp_path
+):
+    prefix = prefix_for(tmp_path)
+    PostgresTemporalStore(postgres_dsn, prefix).close()  # tables made once
+    ctx = multiprocessing.get_context("spawn")
+    n = 40
+    procs = [
+        ctx.Process(target=_temporal_writer, args=(postgres_dsn, prefix, w, n)) for w in (1, 2)
+    ]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(300)
+    assert [p.exitcode for p in procs] == [0, 0]
+    ref = reference_temporal()
+    for w in (1, 2):
+        docs = _docs(w, n)
+        for doc_id, ps, ts in docs:
+            ref.add_document(doc_id, ps, ts, TAGGED)
+        for doc_id, ps, ts in docs[::4]:
+            ref.add_document(doc_id, ps[:1], ts, TAGGED)
+        for doc_id, _, _ in docs[1::4]:
+            ref.remove_document(doc_id)
+    t = PostgresTemporalStore(postgres_dsn, prefix)
+    assert t.counts() == ref.counts() and t.documents() == ref.documents()
+    got, want = t.load(), ref.load()
+
+    def rows(view):
+        return sorted((r.chunk, r.slot, r.value, r.t, r.valid_to) for r in view.rows)
+
+    assert rows(got) == rows(want)
+    assert {c: got.validity(c) for c in got.chunks} == {c: want.validity(c) for c in want.chunks}
+    assert {c: sorted(got.dates_of(c)) for c in got.chunks} == {
+        c: sorted(want.dates_of(c)) for c in want.chunks
+    }
+    t.close()
+
+
+def test_load_of_tens_of_thousands_of_statements(postgres_dsn, tmp_path):
+    """20,000 statements load in one snapshot, two SELECTs."""
+    import time
+
+    t = PostgresTemporalStore(postgres_dsn, prefix_for(tmp_path))
+    for d in range(40):
+        ps = [(f"d{d}#{i}", f"{{slot{i % 97}=v{d}}}") for i in range(500)]
+        t.add_document(f"d{d}", ps, datetime(2000 + d % 20, 1, 1, tzinfo=UTC), TAGGED)
+    t0 = time.perf_counter()
+    view = t.load()
+    assert len(view.rows) == 20_000 and len(view.chains) == 97
+    assert time.perf_counter() - t0 < 30  # a loose guard against per-row queries
+    t.close()
