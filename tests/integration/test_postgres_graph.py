@@ -140,9 +140,10 @@ def _docs(worker: int, n: int) -> dict[str, list[tuple[str, int, str]]]:
     }
 
 
-def _graph_writer(dsn: str, prefix: str, worker: int, n: int) -> None:
+def _graph_writer(dsn: str, prefix: str, worker: int, n: int, start) -> None:
     g = PostgresGraphStore(dsn, prefix)
     docs = _docs(worker, n)
+    start.wait(60)  # both processes connected: they write at the same moment
     for doc_id, chunks in docs.items():
         g.add_document(doc_id, chunks, MARKUP, subject="Acme" if worker % 2 else None)
     for doc_id in list(docs)[::4]:  # replace some, remove others
@@ -158,8 +159,11 @@ def test_two_processes_writing_different_documents_at_once_give_the_exact_graph(
     prefix = prefix_for(tmp_path)
     PostgresGraphStore(postgres_dsn, prefix).close()  # tables made once
     ctx = multiprocessing.get_context("spawn")
-    n = 40
-    procs = [ctx.Process(target=_graph_writer, args=(postgres_dsn, prefix, w, n)) for w in (1, 2)]
+    start = ctx.Barrier(2)
+    n = 60
+    procs = [
+        ctx.Process(target=_graph_writer, args=(postgres_dsn, prefix, w, n, start)) for w in (1, 2)
+    ]
     for p in procs:
         p.start()
     for p in procs:
@@ -184,9 +188,10 @@ def test_two_processes_writing_different_documents_at_once_give_the_exact_graph(
     g.close()
 
 
-def _learner(dsn: str, prefix: str, worker: int) -> None:
+def _learner(dsn: str, prefix: str, worker: int, start) -> None:
     knobs = LearningConfig(base_level_half_life_s=float("inf"), hebbian_rate=0.01)
     uses, edges = open_postgres_learning(dsn, prefix, knobs)
+    start.wait(60)
     for _ in range(30):
         uses.use(["shared", f"own{worker}"], 0.0)
         edges.strengthen([("e:acme", "shared")], now=0.0)
@@ -197,7 +202,8 @@ def test_two_processes_learning_at_once_lose_no_use(postgres_dsn, tmp_path):
     knobs = LearningConfig(base_level_half_life_s=float("inf"), hebbian_rate=0.01)
     open_postgres_learning(postgres_dsn, prefix, knobs)  # tables made once
     ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=_learner, args=(postgres_dsn, prefix, w)) for w in (1, 2)]
+    start = ctx.Barrier(2)
+    procs = [ctx.Process(target=_learner, args=(postgres_dsn, prefix, w, start)) for w in (1, 2)]
     for p in procs:
         p.start()
     for p in procs:
@@ -241,3 +247,29 @@ def test_load_of_tens_of_thousands_of_passages_is_a_few_selects(postgres_dsn, tm
     assert len(statements) <= 6  # BEGIN's settings and four SELECTs
     assert took < 30  # a loose guard against per-row queries, not a benchmark
     g.close()
+
+
+def test_opening_the_store_does_not_wait_for_a_writer(postgres_dsn, tmp_path):
+    """Opening takes no table lock once the tables exist: ``CREATE INDEX IF NOT EXISTS`` on
+    every open queued behind a writer's transaction and deadlocked with a second table."""
+    import threading
+
+    prefix = prefix_for(tmp_path)
+    PostgresGraphStore(postgres_dsn, prefix).close()
+    open_postgres_learning(postgres_dsn, prefix, LearningConfig())
+    opened: list[object] = []
+    with psycopg.connect(postgres_dsn) as writer:  # a transaction left open on each table
+        for table in ("graph_chunks", "graph_mentions", "graph_entities", "graph_subjects"):
+            writer.execute(f'LOCK TABLE "{prefix}_{table}" IN ROW EXCLUSIVE MODE')
+        for table in ("graph_base_level", "graph_hebbian", "graph_learning"):
+            writer.execute(f'LOCK TABLE "{prefix}_{table}" IN ROW EXCLUSIVE MODE')
+
+        def open_both() -> None:
+            opened.append(PostgresGraphStore(postgres_dsn, prefix))
+            opened.append(open_postgres_learning(postgres_dsn, prefix, LearningConfig()))
+
+        t = threading.Thread(target=open_both, daemon=True)
+        t.start()
+        t.join(15)
+        assert not t.is_alive() and len(opened) == 2
+        writer.rollback()

@@ -118,9 +118,10 @@ def _docs(worker: int, n: int) -> list[tuple[str, list[tuple[str, str]], datetim
     ]
 
 
-def _temporal_writer(dsn: str, prefix: str, worker: int, n: int) -> None:
+def _temporal_writer(dsn: str, prefix: str, worker: int, n: int, start) -> None:
     t = PostgresTemporalStore(dsn, prefix)
     docs = _docs(worker, n)
+    start.wait(60)  # both processes connected: they write at the same moment
     for doc_id, ps, ts in docs:
         t.add_document(doc_id, ps, ts, TAGGED)
     for doc_id, ps, ts in docs[::4]:
@@ -136,9 +137,11 @@ def test_two_processes_writing_different_documents_at_once_give_the_exact_tables
     prefix = prefix_for(tmp_path)
     PostgresTemporalStore(postgres_dsn, prefix).close()  # tables made once
     ctx = multiprocessing.get_context("spawn")
-    n = 40
+    start = ctx.Barrier(2)
+    n = 60
     procs = [
-        ctx.Process(target=_temporal_writer, args=(postgres_dsn, prefix, w, n)) for w in (1, 2)
+        ctx.Process(target=_temporal_writer, args=(postgres_dsn, prefix, w, n, start))
+        for w in (1, 2)
     ]
     for p in procs:
         p.start()
@@ -182,3 +185,23 @@ def test_load_of_tens_of_thousands_of_statements(postgres_dsn, tmp_path):
     assert len(view.rows) == 20_000 and len(view.chains) == 97
     assert time.perf_counter() - t0 < 30  # a loose guard against per-row queries
     t.close()
+
+
+def test_opening_the_store_does_not_wait_for_a_writer(postgres_dsn, tmp_path):
+    """Opening takes no table lock once the tables exist (``CREATE INDEX IF NOT EXISTS``
+    on every open queued behind a writer's transaction)."""
+    import threading
+
+    prefix = prefix_for(tmp_path)
+    PostgresTemporalStore(postgres_dsn, prefix).close()
+    opened: list[object] = []
+    with psycopg.connect(postgres_dsn) as writer:  # a transaction left open on each table
+        for table in ("temporal_statements", "temporal_dates", "temporal_chunks"):
+            writer.execute(f'LOCK TABLE "{prefix}_{table}" IN ROW EXCLUSIVE MODE')
+        t = threading.Thread(
+            target=lambda: opened.append(PostgresTemporalStore(postgres_dsn, prefix)), daemon=True
+        )
+        t.start()
+        t.join(15)
+        assert not t.is_alive() and len(opened) == 1
+        writer.rollback()
