@@ -273,3 +273,39 @@ def test_opening_the_store_does_not_wait_for_a_writer(postgres_dsn, tmp_path):
         t.join(15)
         assert not t.is_alive() and len(opened) == 2
         writer.rollback()
+
+
+def test_writers_queue_per_document_and_no_lock_is_global(postgres_dsn, tmp_path):
+    """A write of a document waits while that document's lock is held (deterministic: held
+    by another connection's open transaction); a write of another document does not."""
+    import threading
+
+    prefix = prefix_for(tmp_path)
+    g = PostgresGraphStore(postgres_dsn, prefix)
+    g.add_document("same", [("same#0", 0, "[acme] version zero")], MARKUP)
+    done: list[str] = []
+    with psycopg.connect(postgres_dsn) as holder:
+        holder.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+            (f"pensive_graph:{prefix}:same",),
+        )
+
+        def write(doc: str, key: str) -> None:
+            other = PostgresGraphStore(postgres_dsn, prefix)
+            other.add_document(doc, [(f"{doc}#1", 0, f"[{key}]")], MARKUP)
+            other.close()
+            done.append(doc)
+
+        same = threading.Thread(target=write, args=("same", "globex"), daemon=True)
+        same.start()
+        elsewhere = threading.Thread(target=write, args=("other", "acme"), daemon=True)
+        elsewhere.start()
+        elsewhere.join(15)
+        assert done == ["other"]  # not held up by the document being written
+        assert same.is_alive()  # queued on its document
+        holder.rollback()
+    same.join(15)
+    assert done == ["other", "same"]
+    assert g.documents() == {"same": {"same#1"}, "other": {"other#1"}}
+    assert g.rare(["acme", "globex"], 1) == {"acme", "globex"}  # counts exact after the queue
+    g.close()

@@ -205,3 +205,36 @@ def test_opening_the_store_does_not_wait_for_a_writer(postgres_dsn, tmp_path):
         t.join(15)
         assert not t.is_alive() and len(opened) == 1
         writer.rollback()
+
+
+def test_writers_queue_per_document_and_no_lock_is_global(postgres_dsn, tmp_path):
+    """A write of a document waits while that document's lock is held; another does not."""
+    import threading
+
+    prefix = prefix_for(tmp_path)
+    t = PostgresTemporalStore(postgres_dsn, prefix)
+    t.add_document("same", [("same#0", "{ceo=jane}")], None, TAGGED)
+    done: list[str] = []
+    with psycopg.connect(postgres_dsn) as holder:
+        holder.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+            (f"pensive_temporal:{prefix}:same",),
+        )
+
+        def write(doc: str) -> None:
+            other = PostgresTemporalStore(postgres_dsn, prefix)
+            other.add_document(doc, [(f"{doc}#1", "{ceo=john}")], None, TAGGED)
+            other.close()
+            done.append(doc)
+
+        same = threading.Thread(target=write, args=("same",), daemon=True)
+        same.start()
+        elsewhere = threading.Thread(target=write, args=("other",), daemon=True)
+        elsewhere.start()
+        elsewhere.join(15)
+        assert done == ["other"] and same.is_alive()
+        holder.rollback()
+    same.join(15)
+    assert done == ["other", "same"]
+    assert t.documents() == {"same": {"same#1"}, "other": {"other#1"}}
+    t.close()
