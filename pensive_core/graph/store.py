@@ -21,10 +21,11 @@ SQLite connection (the store's archive), so graph rows commit with the documents
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sqlite3
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -321,7 +322,7 @@ class GraphStore:
         """
         plan = plan_document(chunks, extractor, subject)
         stored = 0
-        with write_transaction(self.db):
+        with self._noting(), write_transaction(self.db):
             self._remove(doc_id)
             for (cid, ordinal), counts in zip(plan.chunks, plan.mentions):
                 self.db.execute(
@@ -350,8 +351,20 @@ class GraphStore:
 
     def remove_document(self, doc_id: str) -> None:
         """Take a document's passages and their mentions out of the graph."""
-        with write_transaction(self.db):
+        with self._noting(), write_transaction(self.db):
             self._remove(doc_id)
+
+    @contextlib.contextmanager
+    def _noting(self) -> Iterator[None]:
+        """Keep what a write notes in the touched sets only if it commits (a rolled-back
+        write changed nothing a cached answer holds)."""
+        names, subjects = set(self.touched_names), set(self.touched_subjects)
+        try:
+            yield
+        except BaseException:
+            self.touched_names.intersection_update(names)  # in place: callers hold the sets
+            self.touched_subjects.intersection_update(subjects)
+            raise
 
     def _entity(self, key: str, kind: str) -> int:
         row = self.db.execute("SELECT id FROM graph_entities WHERE key = ?", (key,)).fetchone()

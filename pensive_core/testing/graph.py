@@ -288,10 +288,14 @@ class GraphTablesTests:
         g = make_graph(tmp_path, 30)
         self.fill(g)
         before = (view_contents(g.load()), g.counts(), g.documents())
+        g.touched_names.clear()
+        g.touched_subjects.clear()
         broken: list[Any] = [("a#7", 0, "Jason Blum founded Blumhouse."), (None, 1, "Zed Co.")]
         with pytest.raises(self.refused_write):
             g.add_document("a", broken, RULES, subject="Jason Blum")
         assert (view_contents(g.load()), g.counts(), g.documents()) == before
+        # nothing changed, so nothing is noted for the cache to drop
+        assert g.touched_names == set() and g.touched_subjects == set()
         g.add_document("a", broken[:1], RULES)  # the store still writes
         assert g.documents()["a"] == {"a#7"}
 
