@@ -286,6 +286,13 @@ class _Table(Generic[K]):
     def _columns(self, key: K) -> tuple[str, ...]:
         raise NotImplementedError
 
+    def close(self) -> None:
+        """Close the rows' own connection, if they have one (another engine's; a SQLite
+        connection is the caller's to close)."""
+        close = getattr(self._store, "close", None)
+        if close is not None:
+            close()
+
     def _as_rows(self, upserts: Mapping[K, tuple[float, float]]) -> list[tuple[Any, ...]]:
         """Upserts as table rows, in key order."""
         out: list[tuple[Any, ...]] = []

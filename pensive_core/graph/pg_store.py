@@ -386,6 +386,8 @@ class PostgresLearningRows:
         create: Create the tables if missing (False for a reader: a missing table reads as
             empty).
         timeout_s: Connect timeout.
+        connection: A connection to share with another part (the other learning table);
+            None opens one.
 
     Raises:
         ConfigError: If the prefix is not a lower-case identifier of at most 40 characters.
@@ -399,6 +401,7 @@ class PostgresLearningRows:
         table: Literal["base_level", "hebbian"],
         create: bool = True,
         timeout_s: float = 10,
+        connection: PgConnection | None = None,
     ) -> None:
         self.prefix = check_prefix(prefix, "graph learning")
         if table not in _LEARNING:
@@ -406,9 +409,8 @@ class PostgresLearningRows:
         self.table = table
         keys, value = _LEARNING[table]
         self._keys = keys
-        self._pg = PgConnection(dsn, "The Postgres graph learning tables", timeout_s)
+        self._pg = connection or PgConnection(dsn, "The Postgres graph learning tables", timeout_s)
         self.address = self._pg.address
-        self._name = f"{prefix}_graph_{table}"
         self._t = identifiers(prefix, ["graph_base_level", "graph_hebbian", "graph_learning"])
         self._t["rows"] = self._t[f"graph_{table}"]
         cols = ", ".join(keys)
@@ -521,6 +523,11 @@ class PostgresLearningRows:
         """The counter as this connection's last write left it."""
         return self._after
 
+    @property
+    def connection(self) -> PgConnection:
+        """The connection (to share with the other learning table)."""
+        return self._pg
+
     def close(self) -> None:
         """Close the connection."""
         self._pg.close()
@@ -544,11 +551,11 @@ def open_postgres_learning(
         timeout_s: Connect timeout.
 
     Returns:
-        ``(BaseLevel, Hebbian)`` over Postgres rows.
+        ``(BaseLevel, Hebbian)`` over Postgres rows (one connection between them).
     """
     create = not read_only
     base = PostgresLearningRows(dsn, prefix, "base_level", create, timeout_s)
-    heb = PostgresLearningRows(dsn, prefix, "hebbian", create, timeout_s)
+    heb = PostgresLearningRows(dsn, prefix, "hebbian", create, timeout_s, base.connection)
     return (
         BaseLevel.from_config(knobs, base, read_only=read_only),
         Hebbian.from_config(knobs, heb, read_only=read_only),

@@ -113,7 +113,7 @@ def test_a_dropped_connection_is_survived(postgres_dsn, tmp_path):
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
             "WHERE application_name = 'pensive_graph_kill'"
         ).fetchall()
-    assert len(killed) == 3  # the graph's and both learning tables' connections
+    assert len(killed) == 2  # the graph's and the learning tables' (one between them)
     g.add_document("b", [("b#1", 0, "[acme]")], MARKUP)  # a write reconnects once
     assert g.mentioning(["acme"]) == {"a#1", "b#1"}
     uses.use(["a#1"], 1.0)
