@@ -362,6 +362,11 @@ class PostgresGraphStore:
             self.max_pair_entities,
         )
 
+    @property
+    def connection(self) -> PgConnection:
+        """The graph's connection."""
+        return self._pg
+
     def close(self) -> None:
         """Close the connection."""
         self._pg.close()
