@@ -233,6 +233,11 @@ class PostgresTemporalStore:
         )[0]
         return {"statements": int(row[0]), "dates": int(row[1])}
 
+    @property
+    def connection(self) -> PgConnection:
+        """The tables' connection."""
+        return self._pg
+
     def close(self) -> None:
         """Close the connection."""
         self._pg.close()
