@@ -308,3 +308,66 @@ def test_writers_queue_per_document_and_no_lock_is_global(postgres_dsn, tmp_path
     assert g.documents() == {"same": {"same#1"}, "other": {"other#1"}}
     assert g.rare(["acme", "globex"], 1) == {"acme", "globex"}  # counts exact after the queue
     g.close()
+
+
+def _version(doc: str, worker: int, rnd: int) -> list[tuple[str, int, str]]:
+    """What ``worker`` writes as ``doc`` in round ``rnd`` (its passage ids say which)."""
+    n = 1 + (worker + rnd) % 3
+    return [
+        (f"{doc}#w{worker}r{rnd}#{i}", i,
+         f"[acme] [person{(rnd + i) % 4}] [w{worker}] [{doc}x{rnd % 2}] [globex|org]")
+        for i in range(n)
+    ]  # fmt: skip
+
+
+def _same_docs_writer(dsn: str, prefix: str, worker: int, start) -> None:
+    import random
+
+    g = PostgresGraphStore(dsn, prefix)
+    rng = random.Random(worker)
+    docs = [f"s{i}" for i in range(8)]
+    start.wait(60)
+    for rnd in range(12):
+        rng.shuffle(docs)
+        for doc in docs:
+            if rng.random() < 0.15:
+                g.remove_document(doc)
+            else:
+                g.add_document(doc, _version(doc, worker, rnd), MARKUP,
+                               subject="Acme" if doc < "s4" else None)  # fmt: skip
+    g.close()
+
+
+def test_two_processes_writing_the_same_documents_leave_each_one_version_whole(
+    postgres_dsn, tmp_path
+):
+    """Both processes replace and remove the same documents, naming the same entities, in
+    random orders: every document ends as one writer's version, whole, and every entity's
+    count of passages is the count an embedded store given those versions keeps."""
+    prefix = prefix_for(tmp_path)
+    PostgresGraphStore(postgres_dsn, prefix).close()
+    ctx = multiprocessing.get_context("spawn")
+    start = ctx.Barrier(2)
+    procs = [
+        ctx.Process(target=_same_docs_writer, args=(postgres_dsn, prefix, w, start)) for w in (1, 2)
+    ]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(300)
+    assert [p.exitcode for p in procs] == [0, 0]
+    g = PostgresGraphStore(postgres_dsn, prefix)
+    ref = reference_graph()
+    for doc, chunk_ids in sorted(g.documents().items()):
+        versions = {cid.split("#")[1] for cid in chunk_ids}
+        assert len(versions) == 1, (doc, chunk_ids)  # one writer's version, whole
+        worker, rnd = (int(x) for x in versions.pop()[1:].split("r"))
+        chunks = _version(doc, worker, rnd)
+        assert {c for c, _, _ in chunks} == chunk_ids
+        ref.add_document(doc, chunks, MARKUP, subject="Acme" if doc < "s4" else None)
+    assert g.counts() == ref.counts()
+    assert view_contents(g.load()) == view_contents(ref.load())
+    keys = ["acme", "globex", "w1", "w2", *(f"person{i}" for i in range(4))]
+    for most in range(0, 40):
+        assert g.rare(keys, most) == ref.rare(keys, most), most
+    g.close()
