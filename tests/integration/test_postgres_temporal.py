@@ -250,3 +250,63 @@ def test_writers_queue_per_document_and_no_lock_is_global(postgres_dsn, tmp_path
     assert done == ["other", "same"]
     assert t.documents() == {"same": {"same#1"}, "other": {"other#1"}}
     t.close()
+
+
+def _version(doc: str, worker: int, rnd: int) -> list[tuple[str, str]]:
+    """What ``worker`` writes as ``doc`` in round ``rnd`` (its passage ids say which)."""
+    return [
+        (f"{doc}#w{worker}r{rnd}#{i}", f"{{{doc} ceo=w{worker}r{rnd}}} on {1 + i} May 2021")
+        for i in range(1 + (worker + rnd) % 3)
+    ]
+
+
+def _same_docs_writer(dsn: str, prefix: str, worker: int, start) -> None:
+    import random
+
+    t = PostgresTemporalStore(dsn, prefix)
+    rng = random.Random(worker)
+    docs = [f"s{i}" for i in range(8)]
+    start.wait(60)
+    for rnd in range(12):
+        rng.shuffle(docs)
+        for doc in docs:
+            if rng.random() < 0.15:
+                t.remove_document(doc)
+            else:
+                t.add_document(doc, _version(doc, worker, rnd), None, TAGGED)
+    t.close()
+
+
+def test_two_processes_writing_the_same_documents_leave_each_one_version_whole(
+    postgres_dsn, tmp_path
+):
+    prefix = prefix_for(tmp_path)
+    PostgresTemporalStore(postgres_dsn, prefix).close()
+    ctx = multiprocessing.get_context("spawn")
+    start = ctx.Barrier(2)
+    procs = [
+        ctx.Process(target=_same_docs_writer, args=(postgres_dsn, prefix, w, start)) for w in (1, 2)
+    ]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(300)
+    assert [p.exitcode for p in procs] == [0, 0]
+    t = PostgresTemporalStore(postgres_dsn, prefix)
+    ref = reference_temporal()
+    for doc, chunk_ids in sorted(t.documents().items()):
+        versions = {cid.split("#")[1] for cid in chunk_ids}
+        assert len(versions) == 1, (doc, chunk_ids)  # one writer's version, whole
+        worker, rnd = (int(x) for x in versions.pop()[1:].split("r"))
+        ps = _version(doc, worker, rnd)
+        assert {c for c, _ in ps} == chunk_ids
+        ref.add_document(doc, ps, None, TAGGED)
+    assert t.counts() == ref.counts()
+    got, want = t.load(), ref.load()
+    assert sorted((r.chunk, r.slot, r.value) for r in got.rows) == sorted(
+        (r.chunk, r.slot, r.value) for r in want.rows
+    )
+    assert {c: sorted(got.dates_of(c)) for c in got.chunks} == {
+        c: sorted(want.dates_of(c)) for c in want.chunks
+    }
+    t.close()
