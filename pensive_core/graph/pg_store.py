@@ -285,7 +285,7 @@ class PostgresGraphStore:
         old_names, old_subjects = locked_write(
             self._pg, what, f"pensive_graph:{self.prefix}:{doc_id}", work
         )
-        # once committed (the embedded store notes them as it writes)
+        # noted once committed: a refused write changed nothing a cached answer holds
         self.touched_names.update(old_names)
         self.touched_names.update(k for counts in plan.mentions for k in counts)
         self.touched_subjects.update(old_subjects)
