@@ -192,11 +192,11 @@ class LearningRows(Protocol):
         ...
 
     def upsert(self, rows: Sequence[tuple[Any, ...]]) -> None:
-        """Insert or replace rows (inside :meth:`transaction`)."""
+        """Insert or replace rows (inside :meth:`transact`)."""
         ...
 
     def delete(self, keys: Sequence[tuple[Any, ...]]) -> None:
-        """Delete the rows with these key columns (inside :meth:`transaction`)."""
+        """Delete the rows with these key columns (inside :meth:`transact`)."""
         ...
 
     def version_after_write(self) -> int | None:
