@@ -29,7 +29,8 @@ Persistence: each class writes through to its table in one ``BEGIN IMMEDIATE`` t
 per call (:func:`pensive_core.archive.write_transaction`), so the connection must be opened with
 ``isolation_level=None``. A table is read in full on first use and read again only when another
 connection has committed to the database since (``PRAGMA data_version``), so a reader process
-sees a writer's learning at its next call. With ``db=None`` the state lives in memory only.
+sees a writer's learning at its next call. With ``db=None`` the state lives in memory only;
+another engine passes its own :class:`LearningRows` (the same transactions, another database).
 ``read_only=True`` creates no table and makes every write (:meth:`BaseLevel.use`,
 :meth:`BaseLevel.forget`, :meth:`Hebbian.strengthen`, :meth:`Hebbian.prune`,
 :meth:`Hebbian.forget`) raise :class:`PensiveError` rather than drop what it was told.
@@ -41,7 +42,7 @@ import math
 import sqlite3
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 from scipy import sparse
@@ -49,7 +50,14 @@ from scipy import sparse
 from ..archive import write_transaction
 from ..errors import ConfigError, InputError, PensiveError
 
-__all__ = ["BaseLevel", "EdgeStrengths", "Hebbian", "LearningConfig", "UseHistory"]
+__all__ = [
+    "BaseLevel",
+    "EdgeStrengths",
+    "Hebbian",
+    "LearningConfig",
+    "LearningRows",
+    "UseHistory",
+]
 
 DAY_S = 86_400.0
 
@@ -158,6 +166,85 @@ def _check_cap(max_weight: float, prune_below: float, max_name: str, prune_name:
 
 # -- persistence shared by both -----------------------------------------------------------------
 K = TypeVar("K", str, tuple[str, str])  # a chunk id, or an edge (src, dst)
+T = TypeVar("T")
+
+
+class LearningRows(Protocol):
+    """Where one learning table's rows live, each ``(key columns..., value, last)``: a
+    :class:`BaseLevel` row is ``(chunk id, value, last)``, a :class:`Hebbian` row
+    ``(src, dst, weight, last)``. The logic of both classes is the same on every engine;
+    only this part differs (SQLite here, Postgres in :mod:`pensive_core.graph.pg_store`)."""
+
+    def version(self) -> int:
+        """A number that moves when another connection commits to the table (so the cache
+        is read again)."""
+        ...
+
+    def read(self) -> list[tuple[Any, ...]]:
+        """Every row (none when the table does not exist yet)."""
+        ...
+
+    def transact(self, work: Callable[[], T]) -> T:
+        """``work()`` in one write transaction holding the table's write lock: committed
+        when it returns, rolled back when it raises. ``work`` reads and writes through this
+        object; an engine may run it once more after a dropped connection (it reads the
+        state it changes inside, so a second run is the same change)."""
+        ...
+
+    def upsert(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Insert or replace rows (inside :meth:`transact`)."""
+        ...
+
+    def delete(self, keys: Sequence[tuple[Any, ...]]) -> None:
+        """Delete the rows with these key columns (inside :meth:`transact`)."""
+        ...
+
+    def version_after_write(self) -> int | None:
+        """The version this connection's last committed write left, or None when its own
+        commits do not move :meth:`version` (SQLite's ``data_version``)."""
+        ...
+
+
+class _SqliteRows:
+    """A learning table in a SQLite connection (``isolation_level=None``)."""
+
+    def __init__(self, db: sqlite3.Connection, table: str, schema: str, keys: Sequence[str],
+                 value: str, create: bool) -> None:  # fmt: skip
+        if db.isolation_level is not None:
+            raise ConfigError(
+                f"the learning tables need a connection opened with isolation_level=None "
+                f"(they open their own transactions), got {db.isolation_level!r}"
+            )
+        self.db = db
+        self._table = table
+        cols = [*keys, value, "last"]
+        self._select = f"SELECT {', '.join(cols)} FROM {table} ORDER BY {', '.join(keys)}"
+        self._upsert = f"INSERT OR REPLACE INTO {table} VALUES ({', '.join('?' * len(cols))})"
+        self._delete = f"DELETE FROM {table} WHERE {' AND '.join(k + ' = ?' for k in keys)}"
+        if create:
+            db.executescript(schema)
+
+    def version(self) -> int:
+        return int(self.db.execute("PRAGMA data_version").fetchone()[0])
+
+    def read(self) -> list[tuple[Any, ...]]:
+        exists = self.db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (self._table,)
+        ).fetchone()
+        return self.db.execute(self._select).fetchall() if exists else []
+
+    def transact(self, work: Callable[[], T]) -> T:
+        with write_transaction(self.db):
+            return work()
+
+    def upsert(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        self.db.executemany(self._upsert, rows)
+
+    def delete(self, keys: Sequence[tuple[Any, ...]]) -> None:
+        self.db.executemany(self._delete, keys)
+
+    def version_after_write(self) -> int | None:
+        return None  # our own commit leaves data_version as it was
 
 
 class _Table(Generic[K]):
@@ -165,39 +252,53 @@ class _Table(Generic[K]):
 
     _table = ""
     _schema = ""
-    _select = ""
+    _keys: tuple[str, ...] = ()
+    _value = ""
 
-    def __init__(self, db: sqlite3.Connection | None, read_only: bool) -> None:
-        if db is not None and db.isolation_level is not None:
-            raise ConfigError(
-                f"the learning tables need a connection opened with isolation_level=None "
-                f"(they open their own transactions), got {db.isolation_level!r}"
-            )
-        self.db = db
+    def __init__(self, db: sqlite3.Connection | LearningRows | None, read_only: bool) -> None:
         self.read_only = bool(read_only)
+        self.db = db if isinstance(db, sqlite3.Connection) else None
+        self._store: LearningRows | None = (
+            _SqliteRows(db, self._table, self._schema, self._keys, self._value,
+                        create=not self.read_only)
+            if isinstance(db, sqlite3.Connection)
+            else db
+        )  # fmt: skip
         self._state: dict[K, tuple[float, float]] | None = None
         self._version: int | None = None
-        if db is not None and not self.read_only:
-            db.executescript(self._schema)
 
     def _rows(self) -> dict[K, tuple[float, float]]:
         """The current state: loaded on first use, again after another connection's commit."""
-        if self.db is None:
+        if self._store is None:
             if self._state is None:
                 self._state = {}
             return self._state
-        version = int(self.db.execute("PRAGMA data_version").fetchone()[0])
+        version = self._store.version()
         if self._state is None or version != self._version:
-            exists = self.db.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (self._table,)
-            ).fetchone()
-            rows = self.db.execute(self._select).fetchall() if exists else []
+            rows = self._store.read()
             self._state = {self._key(r): (float(r[-2]), float(r[-1])) for r in rows}
             self._version = version
         return self._state
 
-    def _key(self, row: tuple[object, ...]) -> K:
+    def _key(self, row: Sequence[Any]) -> K:
         raise NotImplementedError
+
+    def _columns(self, key: K) -> tuple[str, ...]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Close the rows' own connection, if they have one (another engine's; a SQLite
+        connection is the caller's to close)."""
+        close = getattr(self._store, "close", None)
+        if close is not None:
+            close()
+
+    def _as_rows(self, upserts: Mapping[K, tuple[float, float]]) -> list[tuple[Any, ...]]:
+        """Upserts as table rows, in key order."""
+        out: list[tuple[Any, ...]] = []
+        for key in sorted(upserts):
+            out.append(self._columns(key) + upserts[key])
+        return out
 
     def _check_writable(self, what: str) -> None:
         if self.read_only:
@@ -214,29 +315,32 @@ class _Table(Generic[K]):
     ) -> tuple[dict[K, tuple[float, float]], list[K]]:
         """Work out ``(upserts, deletes)`` from the state and apply them: to the table in one
         transaction, then to the cache (so a failed write leaves the cache as the table)."""
-        if self.db is None:
+        store = self._store
+        if store is None:
             state = self._rows()
             upserts, deletes = change(state)
         else:
-            with write_transaction(self.db):
+
+            def work() -> tuple[
+                dict[K, tuple[float, float]], dict[K, tuple[float, float]], list[K]
+            ]:
                 # under the write lock, so another writer's commit is read before changing it
                 state = self._rows()
                 upserts, deletes = change(state)
                 if upserts:
-                    self._upsert(sorted(upserts.items()))
+                    store.upsert(self._as_rows(upserts))
                 if deletes:
-                    self._delete(sorted(deletes))
-        # our own commit leaves data_version as it was, so this cache stays current
+                    store.delete([self._columns(k) for k in sorted(deletes)])
+                return state, upserts, deletes
+
+            state, upserts, deletes = store.transact(work)
+            after = store.version_after_write()
+            if after is not None:
+                self._version = after
         for key in deletes:
             state.pop(key, None)
         state.update(upserts)
         return upserts, deletes
-
-    def _upsert(self, items: list[tuple[K, tuple[float, float]]]) -> None:
-        raise NotImplementedError
-
-    def _delete(self, keys: list[K]) -> None:
-        raise NotImplementedError
 
 
 def _ids(values: Iterable[str], name: str) -> list[str]:
@@ -256,8 +360,8 @@ class BaseLevel(_Table[str]):
     """ACT-R-style base-level activation of passages, one leaky accumulator each.
 
     Args:
-        db: The store's connection (``isolation_level=None``), or None to keep the state in
-            memory only.
+        db: The store's connection (``isolation_level=None``), another engine's table
+            (:class:`LearningRows`), or None to keep the state in memory only.
         half_life_s: Seconds for a use's trace to fall to half (``math.inf``: never fades).
         weight: The largest relative boost a score can get (see :meth:`boost`).
         read_only: Create no table; :meth:`use` and :meth:`forget` raise.
@@ -268,11 +372,12 @@ class BaseLevel(_Table[str]):
 
     _table = "graph_base_level"
     _schema = _BASE_SCHEMA
-    _select = "SELECT chunk_id, value, last FROM graph_base_level ORDER BY chunk_id"
+    _keys = ("chunk_id",)
+    _value = "value"
 
     def __init__(
         self,
-        db: sqlite3.Connection | None = None,
+        db: sqlite3.Connection | LearningRows | None = None,
         *,
         half_life_s: float = 7 * DAY_S,
         weight: float = 0.2,
@@ -284,7 +389,11 @@ class BaseLevel(_Table[str]):
 
     @classmethod
     def from_config(
-        cls, cfg: LearningConfig, db: sqlite3.Connection | None = None, *, read_only: bool = False
+        cls,
+        cfg: LearningConfig,
+        db: sqlite3.Connection | LearningRows | None = None,
+        *,
+        read_only: bool = False,
     ) -> BaseLevel:
         """A :class:`BaseLevel` with ``cfg``'s ``base_level_*`` knobs."""
         return cls(
@@ -294,19 +403,11 @@ class BaseLevel(_Table[str]):
             read_only=read_only,
         )
 
-    def _key(self, row: tuple[object, ...]) -> str:
+    def _key(self, row: Sequence[Any]) -> str:
         return str(row[0])
 
-    def _upsert(self, items: list[tuple[str, tuple[float, float]]]) -> None:
-        assert self.db is not None
-        self.db.executemany(
-            "INSERT OR REPLACE INTO graph_base_level VALUES (?, ?, ?)",
-            [(cid, value, last) for cid, (value, last) in items],
-        )
-
-    def _delete(self, keys: list[str]) -> None:
-        assert self.db is not None
-        self.db.executemany("DELETE FROM graph_base_level WHERE chunk_id = ?", [(k,) for k in keys])
+    def _columns(self, key: str) -> tuple[str, ...]:
+        return (key,)
 
     def __len__(self) -> int:
         """Passages with a trace (used and not forgotten)."""
@@ -426,8 +527,8 @@ class Hebbian(_Table[tuple[str, str]]):
     """Learned extra weight on directed graph edges, by node name (``GraphView.nodes``).
 
     Args:
-        db: The store's connection (``isolation_level=None``), or None to keep the state in
-            memory only.
+        db: The store's connection (``isolation_level=None``), another engine's table
+            (:class:`LearningRows`), or None to keep the state in memory only.
         rate: Extra weight per unit of activation carried (a strengthening adds
             ``rate * amount``).
         half_life_s: Seconds for a learned weight to fall to half (``math.inf``: never).
@@ -443,11 +544,12 @@ class Hebbian(_Table[tuple[str, str]]):
 
     _table = "graph_hebbian"
     _schema = _HEBBIAN_SCHEMA
-    _select = "SELECT src, dst, weight, last FROM graph_hebbian ORDER BY src, dst"
+    _keys = ("src", "dst")
+    _value = "weight"
 
     def __init__(
         self,
-        db: sqlite3.Connection | None = None,
+        db: sqlite3.Connection | LearningRows | None = None,
         *,
         rate: float = 0.1,
         half_life_s: float = 30 * DAY_S,
@@ -464,7 +566,11 @@ class Hebbian(_Table[tuple[str, str]]):
 
     @classmethod
     def from_config(
-        cls, cfg: LearningConfig, db: sqlite3.Connection | None = None, *, read_only: bool = False
+        cls,
+        cfg: LearningConfig,
+        db: sqlite3.Connection | LearningRows | None = None,
+        *,
+        read_only: bool = False,
     ) -> Hebbian:
         """A :class:`Hebbian` with ``cfg``'s ``hebbian_*`` knobs."""
         return cls(
@@ -476,19 +582,11 @@ class Hebbian(_Table[tuple[str, str]]):
             read_only=read_only,
         )
 
-    def _key(self, row: tuple[object, ...]) -> tuple[str, str]:
+    def _key(self, row: Sequence[Any]) -> tuple[str, str]:
         return (str(row[0]), str(row[1]))
 
-    def _upsert(self, items: list[tuple[tuple[str, str], tuple[float, float]]]) -> None:
-        assert self.db is not None
-        self.db.executemany(
-            "INSERT OR REPLACE INTO graph_hebbian VALUES (?, ?, ?, ?)",
-            [(src, dst, w, last) for (src, dst), (w, last) in items],
-        )
-
-    def _delete(self, keys: list[tuple[str, str]]) -> None:
-        assert self.db is not None
-        self.db.executemany("DELETE FROM graph_hebbian WHERE src = ? AND dst = ?", keys)
+    def _columns(self, key: tuple[str, str]) -> tuple[str, ...]:
+        return key
 
     def __len__(self) -> int:
         """Edges with a stored learned weight (pruned or not yet)."""

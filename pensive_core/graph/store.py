@@ -21,10 +21,11 @@ SQLite connection (the store's archive), so graph rows commit with the documents
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sqlite3
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -35,7 +36,17 @@ from ..archive import write_transaction
 from ..config import GRAPH_EDGES
 from .extract import EntityExtractor, merge_aliases, normalize_entity
 
-__all__ = ["EDGE_TYPES", "SCHEMA_VERSION", "GraphStore", "GraphTables", "GraphView", "subject_key"]
+__all__ = [
+    "EDGE_TYPES",
+    "SCHEMA_VERSION",
+    "DocumentPlan",
+    "GraphStore",
+    "GraphTables",
+    "GraphView",
+    "build_view",
+    "plan_document",
+    "subject_key",
+]
 
 EDGE_TYPES = GRAPH_EDGES  # the config validates edge weights against the same names
 #: Bumped when what is stored per document changes: a store built by another version is
@@ -104,6 +115,157 @@ class GraphView:
         return {name: i for i, name in enumerate(self.nodes)}
 
 
+@dataclass(frozen=True)
+class DocumentPlan:
+    """What one document adds to the graph, worked out before any row is written (the same
+    for every engine: only where the rows go differs).
+
+    Attributes:
+        chunks: ``(passage id, ordinal)`` of each passage, in the order given.
+        mentions: Per passage (same order), entity key -> how often it is named there.
+        kinds: Entity key -> the kind it has when this document creates it (the kind named
+            in the first passage naming it; ``"name"`` for a subject no passage names).
+        subject: The key of what the document is about ("" for none).
+    """
+
+    chunks: list[tuple[str, int]]
+    mentions: list[dict[str, int]]
+    kinds: dict[str, str]
+    subject: str
+
+
+def plan_document(
+    chunks: Sequence[tuple[str, int, str]], extractor: EntityExtractor, subject: str | None
+) -> DocumentPlan:
+    """Extract a document's mentions (aliases merged over the whole document) and count them
+    per passage.
+
+    Args:
+        chunks: ``(chunk id, ordinal, text)`` of each passage.
+        extractor: What finds the mentions.
+        subject: The document's title (see :func:`subject_key`), or None.
+
+    Returns:
+        The plan the engine writes.
+    """
+    per_chunk = [extractor.extract(text) for _, _, text in chunks]
+    merged = merge_aliases([m for ms in per_chunk for m in ms])
+    at = 0
+    plan = DocumentPlan([], [], {}, subject_key(subject) if chunks else "")
+    for (cid, ordinal, _), ms in zip(chunks, per_chunk):
+        keyed = [(m.key, m.kind) for m in merged[at : at + len(ms)]]
+        at += len(ms)
+        kind_of = dict(keyed)  # a key named twice in a passage: its last kind there
+        counts = dict(Counter(key for key, _ in keyed))
+        for key in counts:
+            plan.kinds.setdefault(key, kind_of[key])
+        plan.chunks.append((cid, ordinal))
+        plan.mentions.append(counts)
+    if plan.subject:
+        plan.kinds.setdefault(plan.subject, "name")
+    return plan
+
+
+def build_view(
+    chunks: Iterable[tuple[str, str, int]],
+    entities: Iterable[tuple[Any, str, str]],
+    mentions: Iterable[tuple[str, Any, int]],
+    subjects: Iterable[tuple[str, Any]],
+    max_pair_entities: int,
+) -> GraphView:
+    """The traversal structure from the stored rows (whatever engine holds them).
+
+    Deterministic: nodes are ordered by passage id, then entity key (code point order), so
+    equal contents give equal matrices whatever order the rows come in.
+
+    Args:
+        chunks: ``(passage id, document id, ordinal)`` rows.
+        entities: ``(entity id, key, kind)`` rows; the id is the engine's own.
+        mentions: ``(passage id, entity id, count)`` rows.
+        subjects: ``(document id, entity id)`` rows.
+        max_pair_entities: Passages naming more entities than this add no co-occurrence.
+
+    Returns:
+        Every node and typed edge as sparse matrices.
+    """
+    # sorted here, not by the caller's SQL: every engine's rows give the same view
+    chunks = sorted(((str(c), str(d), int(o)) for c, d, o in chunks), key=lambda r: r[0])
+    entities = sorted(((e, str(k), str(t)) for e, k, t in entities), key=lambda r: r[1])
+    types = sorted({kind for _, _, kind in entities})
+    nodes = (
+        [c for c, _, _ in chunks] + [f"e:{k}" for _, k, _ in entities] + [f"t:{t}" for t in types]
+    )
+    kinds = ["chunk"] * len(chunks) + ["entity"] * len(entities) + ["type"] * len(types)
+    c_row = {c: i for i, (c, _, _) in enumerate(chunks)}
+    e_row = {eid: len(chunks) + i for i, (eid, _, _) in enumerate(entities)}
+    t_row = {t: len(chunks) + len(entities) + i for i, t in enumerate(types)}
+    n = len(nodes)
+    # built as arrays, not edge by edge: readers rebuild this view after every commit of
+    # the writer, and per-edge Python calls made that half a second at 1,000 abstracts
+    parts: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {t: [] for t in EDGE_TYPES}
+
+    def edges(kind: str, rows: Any, cols: Any, ws: Any = None) -> None:
+        r = np.asarray(rows, dtype=np.int64)
+        c = np.asarray(cols, dtype=np.int64)
+        w = np.ones(len(r), np.float32) if ws is None else np.asarray(ws, dtype=np.float32)
+        parts[kind].append((r, c, w))
+
+    found = [(c_row.get(cid), e_row.get(eid), count) for cid, eid, count in mentions]
+    found = [f for f in found if f[0] is not None and f[1] is not None]
+    m_c = np.fromiter((f[0] for f in found), np.int64, len(found))
+    m_e = np.fromiter((f[1] for f in found), np.int64, len(found))
+    m_w = np.fromiter((f[2] for f in found), np.float32, len(found))
+    edges("mentions", m_c, m_e, m_w)
+    edges("mentioned_in", m_e, m_c, m_w)
+    e_nodes = np.fromiter((e_row[eid] for eid, _, _ in entities), np.int64, len(entities))
+    t_nodes = np.fromiter((t_row[kind] for _, _, kind in entities), np.int64, len(entities))
+    edges("is_a", e_nodes, t_nodes)
+    edges("has_member", t_nodes, e_nodes)
+    docs: dict[str, list[tuple[int, int]]] = {}
+    for cid, did, ordinal in chunks:
+        docs.setdefault(did, []).append((ordinal, c_row[cid]))
+    a_list: list[int] = []
+    b_list: list[int] = []
+    for seq in docs.values():
+        seq.sort()
+        a_list += [x for _, x in seq[:-1]]
+        b_list += [x for _, x in seq[1:]]
+    edges("next", a_list, b_list)
+    edges("prev", b_list, a_list)
+    s_e: list[int] = []
+    s_c: list[int] = []
+    for did, eid in subjects:
+        e = e_row.get(eid)
+        if e is not None:
+            of_doc = [c for _, c in docs.get(did, ())]
+            s_e += [e] * len(of_doc)
+            s_c += of_doc
+    edges("about", s_e, s_c)
+    edges("subject", s_c, s_e)
+    # co-occurrence: entity pairs of every passage naming 2..max_pair_entities entities,
+    # one per passage, summed per pair (the incidence matrix's Gram, diagonal removed)
+    per_chunk = np.bincount(m_c, minlength=n) if len(m_c) else np.zeros(n, np.int64)
+    keep = (per_chunk[m_c] > 1) & (per_chunk[m_c] <= max_pair_entities)
+    inc = sparse.csr_matrix(
+        (np.ones(int(keep.sum()), np.float32), (m_c[keep], m_e[keep])), shape=(n, n)
+    )
+    inc.data[:] = 1.0  # one passage counts once per pair, however often it names them
+    co = (inc.T @ inc).tocoo()
+    off = co.row != co.col
+    edges("co_occurs", co.row[off], co.col[off], co.data[off])
+    mats = {}
+    for t in EDGE_TYPES:
+        got = parts[t]
+        rows = np.concatenate([g[0] for g in got]) if got else np.zeros(0, np.int64)
+        cols = np.concatenate([g[1] for g in got]) if got else np.zeros(0, np.int64)
+        ws = np.concatenate([g[2] for g in got]) if got else np.zeros(0, np.float32)
+        mats[t] = sparse.csr_matrix((ws, (rows, cols)), shape=(n, n), dtype=np.float32)
+    for m in mats.values():
+        m.sum_duplicates()
+    adjacency = sum(mats.values(), sparse.csr_matrix((n, n), dtype=np.float32)).tocsr()
+    return GraphView(nodes, kinds, len(chunks), len(entities), adjacency, mats)
+
+
 class GraphStore:
     """Entity graph tables in a SQLite database.
 
@@ -158,25 +320,17 @@ class GraphStore:
         Returns:
             The number of mentions stored.
         """
-        per_chunk = [extractor.extract(text) for _, _, text in chunks]
-        merged = merge_aliases([m for ms in per_chunk for m in ms])
-        at = 0
-        keyed: list[list[tuple[str, str]]] = []
-        for ms in per_chunk:
-            keyed.append([(m.key, m.kind) for m in merged[at : at + len(ms)]])
-            at += len(ms)
+        plan = plan_document(chunks, extractor, subject)
         stored = 0
-        with write_transaction(self.db):
+        with self._noting(), write_transaction(self.db):
             self._remove(doc_id)
-            for (cid, ordinal, _), mentions in zip(chunks, keyed):
+            for (cid, ordinal), counts in zip(plan.chunks, plan.mentions):
                 self.db.execute(
                     "INSERT OR REPLACE INTO graph_chunks VALUES (?, ?, ?)", (cid, doc_id, ordinal)
                 )
-                counts = Counter(key for key, _ in mentions)
                 self.touched_names.update(counts)
-                kind_of = dict(mentions)
                 for key, n in counts.items():
-                    eid = self._entity(key, kind_of[key])
+                    eid = self._entity(key, plan.kinds[key])
                     self.db.execute(
                         "INSERT INTO graph_mentions VALUES (?, ?, ?) ON CONFLICT DO UPDATE "
                         "SET count = count + excluded.count",
@@ -186,10 +340,9 @@ class GraphStore:
                         "UPDATE graph_entities SET chunks = chunks + 1 WHERE id = ?", (eid,)
                     )
                     stored += n
-            key = subject_key(subject) if chunks else ""
-            if key:
-                self.touched_subjects.add(key)
-                eid = self._entity(key, "name")
+            if plan.subject:
+                self.touched_subjects.add(plan.subject)
+                eid = self._entity(plan.subject, plan.kinds[plan.subject])
                 self.db.execute("INSERT INTO graph_subjects VALUES (?, ?)", (doc_id, eid))
                 self.db.execute(
                     "UPDATE graph_entities SET chunks = chunks + 1 WHERE id = ?", (eid,)
@@ -198,8 +351,20 @@ class GraphStore:
 
     def remove_document(self, doc_id: str) -> None:
         """Take a document's passages and their mentions out of the graph."""
-        with write_transaction(self.db):
+        with self._noting(), write_transaction(self.db):
             self._remove(doc_id)
+
+    @contextlib.contextmanager
+    def _noting(self) -> Iterator[None]:
+        """Keep what a write notes in the touched sets only if it commits (a rolled-back
+        write changed nothing a cached answer holds)."""
+        names, subjects = set(self.touched_names), set(self.touched_subjects)
+        try:
+            yield
+        except BaseException:
+            self.touched_names.intersection_update(names)  # in place: callers hold the sets
+            self.touched_subjects.intersection_update(subjects)
+            raise
 
     def _entity(self, key: str, kind: str) -> int:
         row = self.db.execute("SELECT id FROM graph_entities WHERE key = ?", (key,)).fetchone()
@@ -326,88 +491,9 @@ class GraphStore:
         entities = self.db.execute(
             "SELECT id, key, kind FROM graph_entities ORDER BY key"
         ).fetchall()
-        types = sorted({kind for _, _, kind in entities})
-        nodes = (
-            [c for c, _, _ in chunks]
-            + [f"e:{k}" for _, k, _ in entities]
-            + [f"t:{t}" for t in types]
-        )
-        kinds = ["chunk"] * len(chunks) + ["entity"] * len(entities) + ["type"] * len(types)
-        c_row = {c: i for i, (c, _, _) in enumerate(chunks)}
-        e_row = {eid: len(chunks) + i for i, (eid, _, _) in enumerate(entities)}
-        t_row = {t: len(chunks) + len(entities) + i for i, t in enumerate(types)}
-        n = len(nodes)
-        # built as arrays, not edge by edge: readers rebuild this view after every commit of
-        # the writer, and per-edge Python calls made that half a second at 1,000 abstracts
-        parts: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {
-            t: [] for t in EDGE_TYPES
-        }
-
-        def edges(kind: str, rows: Any, cols: Any, ws: Any = None) -> None:
-            r = np.asarray(rows, dtype=np.int64)
-            c = np.asarray(cols, dtype=np.int64)
-            w = np.ones(len(r), np.float32) if ws is None else np.asarray(ws, dtype=np.float32)
-            parts[kind].append((r, c, w))
-
-        found = [
-            (c_row.get(cid), e_row.get(eid), count)
-            for cid, eid, count in self.db.execute(
-                "SELECT chunk_id, entity_id, count FROM graph_mentions"
-            )
-        ]
-        found = [f for f in found if f[0] is not None and f[1] is not None]
-        m_c = np.fromiter((f[0] for f in found), np.int64, len(found))
-        m_e = np.fromiter((f[1] for f in found), np.int64, len(found))
-        m_w = np.fromiter((f[2] for f in found), np.float32, len(found))
-        edges("mentions", m_c, m_e, m_w)
-        edges("mentioned_in", m_e, m_c, m_w)
-        e_nodes = np.fromiter((e_row[eid] for eid, _, _ in entities), np.int64, len(entities))
-        t_nodes = np.fromiter((t_row[kind] for _, _, kind in entities), np.int64, len(entities))
-        edges("is_a", e_nodes, t_nodes)
-        edges("has_member", t_nodes, e_nodes)
-        docs: dict[str, list[tuple[int, int]]] = {}
-        for cid, did, ordinal in chunks:
-            docs.setdefault(did, []).append((ordinal, c_row[cid]))
-        a_list: list[int] = []
-        b_list: list[int] = []
-        for seq in docs.values():
-            seq.sort()
-            a_list += [x for _, x in seq[:-1]]
-            b_list += [x for _, x in seq[1:]]
-        edges("next", a_list, b_list)
-        edges("prev", b_list, a_list)
-        s_e: list[int] = []
-        s_c: list[int] = []
-        for did, eid in self.db.execute("SELECT doc_id, entity_id FROM graph_subjects"):
-            e = e_row.get(eid)
-            if e is not None:
-                of_doc = [c for _, c in docs.get(did, ())]
-                s_e += [e] * len(of_doc)
-                s_c += of_doc
-        edges("about", s_e, s_c)
-        edges("subject", s_c, s_e)
-        # co-occurrence: entity pairs of every passage naming 2..max_pair_entities entities,
-        # one per passage, summed per pair (the incidence matrix's Gram, diagonal removed)
-        per_chunk = np.bincount(m_c, minlength=n) if len(m_c) else np.zeros(n, np.int64)
-        keep = (per_chunk[m_c] > 1) & (per_chunk[m_c] <= self.max_pair_entities)
-        inc = sparse.csr_matrix(
-            (np.ones(int(keep.sum()), np.float32), (m_c[keep], m_e[keep])), shape=(n, n)
-        )
-        inc.data[:] = 1.0  # one passage counts once per pair, however often it names them
-        co = (inc.T @ inc).tocoo()
-        off = co.row != co.col
-        edges("co_occurs", co.row[off], co.col[off], co.data[off])
-        mats = {}
-        for t in EDGE_TYPES:
-            got = parts[t]
-            rows = np.concatenate([g[0] for g in got]) if got else np.zeros(0, np.int64)
-            cols = np.concatenate([g[1] for g in got]) if got else np.zeros(0, np.int64)
-            ws = np.concatenate([g[2] for g in got]) if got else np.zeros(0, np.float32)
-            mats[t] = sparse.csr_matrix((ws, (rows, cols)), shape=(n, n), dtype=np.float32)
-        for m in mats.values():
-            m.sum_duplicates()
-        adjacency = sum(mats.values(), sparse.csr_matrix((n, n), dtype=np.float32)).tocsr()
-        return GraphView(nodes, kinds, len(chunks), len(entities), adjacency, mats)
+        mentions = self.db.execute("SELECT chunk_id, entity_id, count FROM graph_mentions")
+        subjects = self.db.execute("SELECT doc_id, entity_id FROM graph_subjects")
+        return build_view(chunks, entities, mentions, subjects, self.max_pair_entities)
 
 
 class GraphTables(Protocol):

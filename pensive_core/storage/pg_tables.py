@@ -1,7 +1,11 @@
-"""Tables with one prefix on one Postgres connection, as the smaller Postgres parts use them
-(the session logs and catalog, the item tables, the LLM cache's rows): statements with the
-tables' names filled in, writes that are one transaction each, a caller's transaction, and
-the tables made once.
+"""Tables with one prefix on one Postgres connection, as the smaller Postgres parts use them.
+
+Two ways, one checked prefix (:func:`check_prefix`): :class:`PgTables` (the session logs and
+catalog, the item tables, the LLM cache's rows, the caches) holds a connection with the tables'
+names filled into its statements, writes that are one transaction each, a caller's
+transaction, and the tables made once; the graph, its learning and the statements use the
+functions (:func:`identifiers`, :func:`locked_write` under an advisory lock,
+:func:`create_once`, :func:`table_exists`) on a connection of their own.
 
 Every statement runs through :class:`~pensive_core.storage.pg.PgConnection`: a dropped
 connection is reopened and the call run once more, outside a caller's transaction only (half
@@ -15,17 +19,30 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 from ..errors import BackendError, ConfigError
 from .pg import PgConnection, first_line
 
-__all__ = ["PgTables", "check_prefix", "from_bytes", "to_bytes", "utc"]
+__all__ = [
+    "PREFIX",
+    "PgTables",
+    "check_prefix",
+    "create_once",
+    "from_bytes",
+    "identifiers",
+    "locked_write",
+    "table_exists",
+    "to_bytes",
+    "utc",
+]
 
 T = TypeVar("T")
-_PREFIX = re.compile(r"^[a-z_][a-z0-9_]{0,39}$")
+#: A table prefix: a lower-case identifier short enough that ``{prefix}_{name}`` fits
+#: Postgres's 63 bytes.
+PREFIX = re.compile(r"^[a-z_][a-z0-9_]{0,39}$")
 
 
 def check_prefix(prefix: object, what: str) -> str:
@@ -38,7 +55,7 @@ def check_prefix(prefix: object, what: str) -> str:
     Raises:
         ConfigError: If it is not one.
     """
-    if not isinstance(prefix, str) or not _PREFIX.match(prefix):
+    if not isinstance(prefix, str) or not PREFIX.match(prefix):
         raise ConfigError(
             f"{what} table prefix {prefix!r} is not valid: use up to 40 lower-case letters, "
             "digits or '_', starting with a letter or '_'"
@@ -201,3 +218,76 @@ class PgTables:
     def close(self) -> None:
         """Close the connection (a later call reopens it)."""
         self.pg.close()
+
+
+def identifiers(prefix: str, names: Iterable[str]) -> dict[str, Any]:
+    """``name -> sql.Identifier("{prefix}_{name}")`` for formatting statements."""
+    from psycopg import sql
+
+    return {name: sql.Identifier(f"{prefix}_{name}") for name in names}
+
+
+def locked_write(pg: PgConnection, what: str, lock_key: str, work: Callable[[Any], T]) -> T:
+    """``work(connection)`` in one transaction that first takes the advisory lock of
+    ``lock_key`` (held until it commits or rolls back).
+
+    Args:
+        pg: The part's connection.
+        what: The write, for messages ("replace document 'a' in the entity graph").
+        lock_key: What to serialise on (a document of one prefix, or a whole table).
+        work: The statements; may run twice (see the module's notes).
+
+    Returns:
+        What ``work`` returned.
+
+    Raises:
+        BackendError: If Postgres refuses a statement or the commit (nothing is stored).
+    """
+
+    def run(conn: Any) -> T:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (lock_key,))
+            return work(conn)
+
+    return pg.run(f"{what}; rolled back whole", run)
+
+
+def create_once(
+    pg: PgConnection, what: str, prefix: str, relations: Sequence[str], ddl: Sequence[Any]
+) -> None:
+    """Run ``ddl`` unless every one of ``relations`` (tables and indexes, unquoted names)
+    exists, checked again under the prefix's DDL lock.
+
+    Not ``IF NOT EXISTS`` alone: ``CREATE INDEX IF NOT EXISTS`` takes a share lock on its
+    table before it looks, so a process opening the store while another writes to two of
+    its tables deadlocks with it (found by the two-writer test).
+
+    Args:
+        pg: The part's connection.
+        what: For messages ("create the graph tables").
+        prefix: The tables' prefix (its DDL is serialised).
+        relations: What the DDL makes.
+        ddl: The statements, run in order in one transaction.
+    """
+    check = "SELECT count(*) FROM unnest(%s::text[]) n WHERE to_regclass(quote_ident(n)) IS NULL"
+    names = list(relations)
+
+    def missing(conn: Any) -> int:
+        return int(conn.execute(check, (names,)).fetchone()[0])
+
+    def make(conn: Any) -> None:
+        if missing(conn):
+            for stmt in ddl:
+                conn.execute(stmt)
+
+    if pg.run(f"look for the tables ({what})", missing):
+        locked_write(pg, what, f"pensive_ddl:{prefix}", make)
+
+
+def table_exists(pg: PgConnection, name: str) -> bool:
+    """Whether the table ``name`` (unquoted, as made) exists in the search path."""
+    row = pg.run(
+        f"look for table {name}",
+        lambda c: c.execute("SELECT to_regclass(%s) IS NOT NULL", (f'"{name}"',)).fetchone(),
+    )
+    return bool(row[0])

@@ -25,7 +25,15 @@ from ..timeutil import ensure_utc, to_iso
 from .dates import find_dates
 from .statements import StatementExtractor
 
-__all__ = ["SCHEMA_VERSION", "StatementRow", "TemporalStore", "TemporalTables", "TemporalView"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "StatementRow",
+    "TemporalStore",
+    "TemporalTables",
+    "TemporalView",
+    "document_rows",
+    "view_from_rows",
+]
 
 SCHEMA_VERSION = 4  # bumped when extraction changes: stores re-read their passages
 
@@ -259,6 +267,69 @@ class TemporalView:
         return spans
 
 
+StatementValues = tuple[str, str, str, str, int, int, float | None, str | None]
+DateValues = tuple[str, str, float, float]
+
+
+def document_rows(
+    doc_id: str,
+    passages: Sequence[tuple[str, str]],
+    timestamp: datetime | None,
+    extractor: StatementExtractor,
+    relative: bool = True,
+) -> tuple[list[StatementValues], list[DateValues], list[tuple[str, str]]]:
+    """What a document's passages put in the tables (the same for every engine).
+
+    Args:
+        doc_id: The document.
+        passages: ``(chunk id, text)`` of its indexed passages.
+        timestamp: Its timestamp (valid time of undated statements, reference of relative
+            dates).
+        extractor: Finds the statements.
+        relative: Resolve relative dates against ``timestamp``.
+
+    Returns:
+        ``(statements, dates, passages)``: statements as ``(doc id, chunk id, slot, value,
+        correction, change, valid from, recorded at)`` in record order, dates as ``(doc id,
+        chunk id, start, end)``, passages as ``(chunk id, doc id)``.
+    """
+    ref = timestamp if relative else None
+    doc_t = _ts(timestamp)
+    now = to_iso(datetime.now(timezone.utc))
+    stmts: list[StatementValues] = []
+    dates: list[DateValues] = []
+    chunks: list[tuple[str, str]] = []
+    for cid, text in passages:
+        chunks.append((cid, doc_id))
+        for d in find_dates(text, ref):
+            dates.append((doc_id, cid, d.start.timestamp(), d.end.timestamp()))
+        for s in extractor.extract(text, ref):
+            t = _ts(s.valid_from) if s.valid_from is not None else doc_t
+            stmts.append((doc_id, cid, s.slot, s.value, int(s.correction), int(s.change), t, now))
+    return stmts, dates, chunks
+
+
+def view_from_rows(
+    statements: Iterable[tuple[int, str, str, str, Any, Any, float | None]],
+    dates: Iterable[tuple[str, float, float]],
+) -> TemporalView:
+    """The view from the stored rows (whatever engine holds them).
+
+    Args:
+        statements: ``(record id, chunk id, slot, value, correction, change, valid from)``
+            in record order.
+        dates: ``(chunk id, start, end)`` in the order written.
+    """
+    rows = [
+        StatementRow(int(seq), cid, slot, value, bool(corr), bool(chg), t)
+        for seq, cid, slot, value, corr, chg, t in statements
+    ]
+    spans: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for cid, start, end in dates:
+        spans[cid].append((start, end))
+    return TemporalView(rows, spans)
+
+
 class TemporalStore:
     """Statements and dates of every indexed passage, in the store's SQLite file.
 
@@ -296,19 +367,7 @@ class TemporalStore:
             extractor: Finds the statements.
             relative: Resolve relative dates against ``timestamp``.
         """
-        ref = timestamp if relative else None
-        doc_t = _ts(timestamp)
-        now = to_iso(datetime.now(timezone.utc))
-        stmts, dates, chunks = [], [], []
-        for cid, text in passages:
-            chunks.append((cid, doc_id))
-            for d in find_dates(text, ref):
-                dates.append((doc_id, cid, d.start.timestamp(), d.end.timestamp()))
-            for s in extractor.extract(text, ref):
-                t = _ts(s.valid_from) if s.valid_from is not None else doc_t
-                stmts.append(
-                    (doc_id, cid, s.slot, s.value, int(s.correction), int(s.change), t, now)
-                )
+        stmts, dates, chunks = document_rows(doc_id, passages, timestamp, extractor, relative)
         with write_transaction(self.db):
             self._remove(doc_id)
             self.db.executemany("INSERT OR REPLACE INTO temporal_chunks VALUES (?, ?)", chunks)
@@ -337,17 +396,12 @@ class TemporalStore:
 
     def load(self) -> TemporalView:
         """Every statement and date, with supersession computed."""
-        rows = [
-            StatementRow(seq, cid, slot, value, bool(corr), bool(chg), t)
-            for seq, cid, slot, value, corr, chg, t in self.db.execute(
-                "SELECT id, chunk_id, slot, value, correction, change, valid_from "
-                "FROM temporal_statements ORDER BY id"
-            )
-        ]
-        dates: dict[str, list[tuple[float, float]]] = defaultdict(list)
-        for cid, start, end in self.db.execute("SELECT chunk_id, start, end FROM temporal_dates"):
-            dates[cid].append((start, end))
-        return TemporalView(rows, dates)
+        statements = self.db.execute(
+            "SELECT id, chunk_id, slot, value, correction, change, valid_from "
+            "FROM temporal_statements ORDER BY id"
+        )
+        dates = self.db.execute("SELECT chunk_id, start, end FROM temporal_dates ORDER BY rowid")
+        return view_from_rows(statements, dates)
 
     def counts(self) -> dict[str, int]:
         """Sizes, for ``stats()``."""

@@ -20,9 +20,11 @@ except ImportError as exc:
 
 from .archive import ArchiveFactory, DocumentStoreTests
 from .backends import DIM, BackendFactory, VectorBackendTests, unit_vectors
+from .graph import GraphFactory, GraphTablesTests, LearningFactory, LearningTablesTests
 from .items import ItemRecordsTests, ItemsFactory, LLMCacheRecordsTests, RecordsFactory
 from .memory import CatalogFactory, SessionCatalogTests, TurnsFactory, TurnStoreTests
 from .sparse import IndexFactory, SparseIndexTests, reference_scores
+from .temporal import TemporalFactory, TemporalTablesTests
 
 __all__ = [
     "ArchiveFactory",
@@ -30,13 +32,19 @@ __all__ = [
     "BackendFactory",
     "CatalogFactory",
     "DocumentStoreTests",
+    "GraphFactory",
+    "GraphTablesTests",
     "IndexFactory",
     "ItemRecordsTests",
     "ItemsFactory",
     "LLMCacheRecordsTests",
+    "LearningFactory",
+    "LearningTablesTests",
     "RecordsFactory",
     "SessionCatalogTests",
     "SparseIndexTests",
+    "TemporalFactory",
+    "TemporalTablesTests",
     "TurnStoreTests",
     "TurnsFactory",
     "VectorBackendTests",

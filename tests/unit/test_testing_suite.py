@@ -201,8 +201,14 @@ def test_public_names_are_pinned():
         "DIM",
         "DocumentStoreTests",
         "BackendFactory",
+        "GraphFactory",
+        "GraphTablesTests",
         "IndexFactory",
+        "LearningFactory",
+        "LearningTablesTests",
         "SparseIndexTests",
+        "TemporalFactory",
+        "TemporalTablesTests",
         "VectorBackendTests",
         "reference_scores",
         "unit_vectors",
@@ -221,7 +227,8 @@ def test_public_names_are_pinned():
     assert not [n for n in dir(testing.SparseIndexTests) if n.startswith("Test")]
     assert not [n for n in dir(testing.DocumentStoreTests) if n.startswith("Test")]
     for suite in ("TurnStoreTests", "SessionCatalogTests", "ItemRecordsTests",
-                  "LLMCacheRecordsTests"):  # fmt: skip
+                  "LLMCacheRecordsTests", "GraphTablesTests", "LearningTablesTests",
+                  "TemporalTablesTests"):  # fmt: skip
         assert not [n for n in dir(getattr(testing, suite)) if n.startswith("Test")]
 
 
