@@ -20,10 +20,24 @@ except ImportError as exc:
 
 from .archive import ArchiveFactory, DocumentStoreTests
 from .backends import DIM, BackendFactory, VectorBackendTests, unit_vectors
+from .cache import (
+    AnswerCacheTests,
+    CacheFactory,
+    ContextsFactory,
+    ContextStoreTests,
+    QueryStatsTests,
+    StatsFactory,
+)
 from .sparse import IndexFactory, SparseIndexTests, reference_scores
 
 __all__ = [
+    "AnswerCacheTests",
     "ArchiveFactory",
+    "CacheFactory",
+    "ContextStoreTests",
+    "ContextsFactory",
+    "QueryStatsTests",
+    "StatsFactory",
     "DIM",
     "BackendFactory",
     "DocumentStoreTests",
