@@ -1,0 +1,34 @@
+"""The L1 hot cache, the query statistics and the context cache in a real Postgres (started by
+the ``postgres_dsn`` fixture): the conformance suites the SQLite ones pass, and attacks
+(replicas in other processes, a dropped connection, odd text, bad prefixes, refused writes)."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from pensive_core.storage.pg_cache import PostgresL1Cache
+from pensive_core.testing import AnswerCacheTests
+
+pytestmark = pytest.mark.integration
+
+
+def prefix_for(folder) -> str:
+    """One cache per test folder: tests share the server, never each other's rows."""
+    return "c" + hashlib.blake2b(str(folder).encode(), digest_size=8).hexdigest()
+
+
+class TestPostgresAnswerCache(AnswerCacheTests):
+    @pytest.fixture
+    def make_cache(self, postgres_dsn):
+        opened = []
+
+        def make(folder, **options):
+            c = PostgresL1Cache(postgres_dsn, prefix_for(folder), **options)
+            opened.append(c)
+            return c
+
+        yield make
+        for c in opened:
+            c.close()
