@@ -9,7 +9,9 @@ import hashlib
 import pytest
 
 from pensive_core.storage.pg_cache import PostgresL1Cache
-from pensive_core.testing import AnswerCacheTests
+from pensive_core.storage.pg_context import PostgresContextCache
+from pensive_core.storage.pg_stats import PostgresQueryStats
+from pensive_core.testing import AnswerCacheTests, ContextStoreTests, QueryStatsTests
 
 pytestmark = pytest.mark.integration
 
@@ -26,6 +28,36 @@ class TestPostgresAnswerCache(AnswerCacheTests):
 
         def make(folder, **options):
             c = PostgresL1Cache(postgres_dsn, prefix_for(folder), **options)
+            opened.append(c)
+            return c
+
+        yield make
+        for c in opened:
+            c.close()
+
+
+class TestPostgresQueryStats(QueryStatsTests):
+    @pytest.fixture
+    def make_stats(self, postgres_dsn):
+        opened = []
+
+        def make(folder, flush_every=256):
+            s = PostgresQueryStats(postgres_dsn, prefix_for(folder), flush_every)
+            opened.append(s)
+            return s
+
+        yield make
+        for s in opened:
+            s.close()
+
+
+class TestPostgresContextCache(ContextStoreTests):
+    @pytest.fixture
+    def make_contexts(self, postgres_dsn):
+        opened = []
+
+        def make(folder):
+            c = PostgresContextCache(postgres_dsn, prefix_for(folder))
             opened.append(c)
             return c
 

@@ -1,0 +1,145 @@
+"""The context cache (:class:`~pensive_core.context.cache.ContextStore`) in Postgres: the
+situating contexts an LLM wrote, keyed by ``(doc_hash, chunk_hash, generator)`` in one
+``{prefix}_context_cache`` table shared by every replica, so no replica pays a model call for a
+passage another already situated.
+
+Keys and contexts are UTF-8 ``bytea`` (a text column holds no NUL). A batch is written in one
+transaction, in key order (two replicas writing overlapping batches queue, never deadlock); a
+batch Postgres refuses is a :class:`~pensive_core.errors.BackendError` saying it was rolled back
+whole.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import BackendError
+from ..timeutil import to_iso, utcnow
+from .pg import PgConnection, check_prefix
+
+__all__ = ["PostgresContextCache"]
+
+
+def _b(text: str) -> bytes:
+    return text.encode("utf-8")
+
+
+def _s(raw: Any) -> str:
+    return bytes(raw).decode("utf-8")
+
+
+class PostgresContextCache:
+    """Situating contexts keyed by document hash, passage hash and generator name, in Postgres.
+
+    Args:
+        dsn: The connection string (a password only from the environment or ``~/.pgpass``).
+        prefix: The table's prefix (one cache per prefix: a store, or a namespace).
+        timeout_s: Connect timeout.
+
+    Raises:
+        ConfigError: If the prefix is not a lower-case identifier of at most 40 characters.
+        BackendError: If Postgres cannot be reached (host and database named).
+    """
+
+    def __init__(self, dsn: str, prefix: str = "pensive", timeout_s: float = 10) -> None:
+        self.prefix = check_prefix(prefix, "context cache")
+        from psycopg import sql
+
+        self._sql = sql
+        self._table = sql.Identifier(f"{prefix}_context_cache")
+        self._pg = PgConnection(dsn, "The Postgres context cache", timeout_s)
+        self.address = self._pg.address
+        self._run(
+            "create the context cache table",
+            "CREATE TABLE IF NOT EXISTS {t} (doc_hash bytea NOT NULL, chunk_hash bytea NOT NULL, "
+            "generator bytea NOT NULL, context bytea NOT NULL, created_at text NOT NULL, "
+            "PRIMARY KEY (generator, doc_hash, chunk_hash))",
+        )
+
+    def _q(self, text: str) -> Any:
+        return self._sql.SQL(text).format(t=self._table)
+
+    def _run(self, what: str, text: str, params: Sequence[Any] = ()) -> Any:
+        stmt = self._q(text)
+
+        def go(conn: Any) -> tuple[list[Any], int]:
+            cur = conn.execute(stmt, params)
+            return (cur.fetchall() if cur.description is not None else []), cur.rowcount
+
+        return self._pg.run(what, go)
+
+    def get_many(self, keys: Sequence[tuple[str, str, str]]) -> dict[tuple[str, str, str], str]:
+        """The cached contexts among ``(doc_hash, chunk_hash, generator)`` keys (misses left
+        out; repeats are fine). One query per generator: a document's passages come together."""
+        wanted = set(keys)
+        docs_by_gen: dict[str, set[str]] = defaultdict(set)
+        for doc_hash, _chunk_hash, generator in wanted:
+            docs_by_gen[generator].add(doc_hash)
+        found: dict[tuple[str, str, str], str] = {}
+        for generator, docs in docs_by_gen.items():
+            rows, _ = self._run(
+                "read cached contexts",
+                "SELECT doc_hash, chunk_hash, context FROM {t} "
+                "WHERE generator = %s AND doc_hash = ANY(%s)",
+                (_b(generator), [_b(d) for d in sorted(docs)]),
+            )
+            for doc_hash, chunk_hash, context in rows:
+                key = (_s(doc_hash), _s(chunk_hash), generator)
+                if key in wanted:
+                    found[key] = _s(context)
+        return found
+
+    def put_many(self, rows: Sequence[tuple[str, str, str, str]]) -> None:
+        """Store ``(doc_hash, chunk_hash, generator, context)`` rows, replacing any cached under
+        the same key, in one transaction (the last of repeated keys wins).
+
+        Raises:
+            BackendError: If Postgres refused the batch (nothing of it is stored).
+        """
+        if not rows:
+            return
+        latest = {(d, c, g): text for d, c, g, text in rows}
+        ordered = sorted(latest.items(), key=lambda kv: (kv[0][2], kv[0][0], kv[0][1]))
+        now = to_iso(utcnow())
+        stmt = self._q(
+            "INSERT INTO {t} (doc_hash, chunk_hash, generator, context, created_at) "
+            "SELECT d, c, g, x, %s FROM unnest(%s::bytea[], %s::bytea[], %s::bytea[], "
+            "%s::bytea[]) AS u(d, c, g, x) ON CONFLICT (generator, doc_hash, chunk_hash) "
+            "DO UPDATE SET context = EXCLUDED.context, created_at = EXCLUDED.created_at"
+        )
+        params = (
+            now,
+            [_b(d) for (d, _, _), _ in ordered],
+            [_b(c) for (_, c, _), _ in ordered],
+            [_b(g) for (_, _, g), _ in ordered],
+            [_b(text) for _, text in ordered],
+        )
+        try:
+            # one statement is one transaction: all of the batch or none of it (and an upsert,
+            # so the retry after a dropped connection is safe)
+            self._pg.run("store contexts", lambda conn: conn.execute(stmt, params))
+        except BackendError as exc:
+            raise BackendError(
+                f"{exc}; the batch of {len(ordered)} context(s) was rolled back whole"
+            ) from None
+
+    def count(self) -> int:
+        """How many contexts (summaries included) are cached."""
+        rows, _ = self._run("count cached contexts", "SELECT count(*) FROM {t}")
+        return int(rows[0][0])
+
+    def clear(self, generator: str | None = None) -> int:
+        """Remove cached contexts (of one generator, if given); returns how many."""
+        if generator is None:
+            _, n = self._run("clear cached contexts", "DELETE FROM {t}")
+        else:
+            _, n = self._run(
+                "clear cached contexts", "DELETE FROM {t} WHERE generator = %s", (_b(generator),)
+            )
+        return int(n)
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._pg.close()
