@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..cache import Cached, Deps, QueryKey, chunk_hashes, make_key
+from ..errors import BackendError
 from ..filters import canonical
 from ..fusion import Fused
 from ..timeutil import to_iso
@@ -88,7 +89,7 @@ class CacheStage:
         assert self._comps.l1 is not None
         try:
             self._comps.l1.put(qk, hits, confidence, tier, deps, self._comps.commit_no)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, BackendError) as exc:  # SQLite's, or a Postgres cache's
             log.warning("an answer was not cached (%s): the L1 cache could not be written", exc)
 
     def deps(
