@@ -197,7 +197,13 @@ def test_public_names_are_pinned():
     import pensive_core.testing as testing
 
     assert set(testing.__all__) == {
+        "AnswerCacheTests",
         "ArchiveFactory",
+        "CacheFactory",
+        "ContextStoreTests",
+        "ContextsFactory",
+        "QueryStatsTests",
+        "StatsFactory",
         "DIM",
         "DocumentStoreTests",
         "BackendFactory",
@@ -212,6 +218,8 @@ def test_public_names_are_pinned():
     assert not [n for n in dir(VectorBackendTests) if n.startswith("Test")]
     assert not [n for n in dir(testing.SparseIndexTests) if n.startswith("Test")]
     assert not [n for n in dir(testing.DocumentStoreTests) if n.startswith("Test")]
+    for suite in (testing.AnswerCacheTests, testing.QueryStatsTests, testing.ContextStoreTests):
+        assert not [n for n in dir(suite) if n.startswith("Test")]
 
 
 def test_without_pytest_the_testing_package_names_its_extra(monkeypatch):
