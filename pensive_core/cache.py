@@ -1,4 +1,4 @@
-"""L1 hot cache: answers to repeated questions, served from memory, durable in SQLite.
+"""L1 hot cache: answers to repeated questions, served from memory, durable in shared rows.
 
 Lookup order for a question:
 
@@ -16,12 +16,17 @@ Each entry records what its answer depends on (the documents of its hits, the qu
 vector and the lowest score that made each retriever's candidate list), so that ingestion
 invalidates exactly the entries whose answers could change; the caller decides which (see
 :meth:`L1Cache.entries`) and a bulk change empties the cache. Every process that opens the store
-sees the same SQLite table; invalidations bump a commit number, and a process whose commit is
+sees the same rows; invalidations bump a commit number, and a process whose commit is
 behind reloads before it serves anything.
 
 Eviction is least-frequently-used with aging (counts halve whenever the cache fills); entries
 expire after a TTL. All entries' keys and dependencies are in memory; the hits of the most used
-``hot`` entries are too, the rest are read from SQLite on demand.
+``hot`` entries are too, the rest are read from storage on demand.
+
+The logic lives in :class:`L1Memory`; where the rows live and how another writer's commit is
+noticed is an :class:`L1Rows`: :class:`SQLiteL1Rows` (``PRAGMA data_version``, for
+:class:`L1Cache`) or the Postgres one (a version row read per lookup, in
+:mod:`pensive_core.storage.pg_cache`).
 """
 
 from __future__ import annotations
@@ -984,7 +989,8 @@ class L1Cache(L1Memory):
 
 class AnswerCache(Protocol):
     """The L1 hot cache's persistent part, as the engine uses it. :class:`L1Cache` (its own
-    SQLite file beside the store) is the embedded implementation.
+    SQLite file beside the store) is the embedded implementation;
+    :class:`~pensive_core.storage.pg_cache.PostgresL1Cache` the Postgres one.
 
     Attributes:
         commit: The store commit the cache's entries were last brought level with.

@@ -51,12 +51,19 @@ class PostgresContextCache:
         self._table = sql.Identifier(f"{prefix}_context_cache")
         self._pg = PgConnection(dsn, "The Postgres context cache", timeout_s)
         self.address = self._pg.address
-        self._run(
-            "create the context cache table",
+        create = self._q(
             "CREATE TABLE IF NOT EXISTS {t} (doc_hash bytea NOT NULL, chunk_hash bytea NOT NULL, "
             "generator bytea NOT NULL, context bytea NOT NULL, created_at text NOT NULL, "
-            "PRIMARY KEY (generator, doc_hash, chunk_hash))",
+            "PRIMARY KEY (generator, doc_hash, chunk_hash))"
         )
+
+        def make(conn: Any) -> None:
+            # replicas opening at once: CREATE TABLE IF NOT EXISTS alone can race on the catalog
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (prefix + ":contexts",))
+                conn.execute(create)
+
+        self._pg.run("create the context cache table", make)
 
     def _q(self, text: str) -> Any:
         return self._sql.SQL(text).format(t=self._table)

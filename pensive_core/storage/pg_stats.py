@@ -41,16 +41,18 @@ class PostgresCountRows:
         self._table = sql.Identifier(f"{prefix}_query_stats")
         self._sql = sql
         self._pg = PgConnection(dsn, "The Postgres query statistics", timeout_s)
-        self._pg.run(
-            "create the query statistics table",
-            lambda conn: conn.execute(
-                self._q(
-                    "CREATE TABLE IF NOT EXISTS {t} (tier bytea NOT NULL, kind text NOT NULL, "
-                    "bucket integer NOT NULL, count bigint NOT NULL, "
-                    "PRIMARY KEY (tier, kind, bucket))"
-                )
-            ),
+        create = self._q(
+            "CREATE TABLE IF NOT EXISTS {t} (tier bytea NOT NULL, kind text NOT NULL, "
+            "bucket integer NOT NULL, count bigint NOT NULL, PRIMARY KEY (tier, kind, bucket))"
         )
+
+        def make(conn: Any) -> None:
+            # replicas opening at once: CREATE TABLE IF NOT EXISTS alone can race on the catalog
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (prefix + ":stats",))
+                conn.execute(create)
+
+        self._pg.run("create the query statistics table", make)
 
     def _q(self, text: str) -> Any:
         return self._sql.SQL(text).format(t=self._table)

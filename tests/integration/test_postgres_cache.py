@@ -310,3 +310,22 @@ def test_a_refused_stats_flush_is_kept_for_the_next(postgres_dsn, tmp_path):
     s.flush()
     assert PostgresQueryStats(postgres_dsn, prefix).summary()["L2"]["count"] == 1
     s.close()
+
+
+def _open_all(dsn, prefix):
+    for make in (PostgresL1Cache, PostgresQueryStats, PostgresContextCache):
+        make(dsn, prefix).close()
+
+
+def test_replicas_opening_a_new_prefix_at_once_all_succeed(postgres_dsn, tmp_path):
+    prefix = prefix_for(tmp_path)
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_open_all, args=(postgres_dsn, prefix)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0] * 4
+    c = PostgresL1Cache(postgres_dsn, prefix)
+    assert c.commit == 0 and c.entries() == []
+    c.close()
