@@ -319,6 +319,29 @@ class AnswerCacheTests:
         reader.sync()
         assert reader.get(seen) is not None and reader.get(unseen) is None
 
+    def test_an_entry_stored_where_a_dropped_one_was_is_still_unseen(
+        self, make_cache, tmp_path, monkeypatch
+    ):
+        """Entry ids must never be reused: the invalidator drops what was stored after it
+        looked by id, and a new entry given a dropped entry's id would pass as examined."""
+        import time as time_mod
+
+        now = [time_mod.time()]
+        monkeypatch.setattr(time_mod, "time", lambda: now[0])
+        writer = make_cache(tmp_path, ttl_s=3600)
+        reader = make_cache(tmp_path, ttl_s=60)  # replicas need not share a TTL
+        kept = _put(writer, "arctic tern", docs=("bird",))
+        last = _put(writer, "green tea", docs=("tea",))  # the newest entry
+        writer.entries()  # examined against the change
+        now[0] += 61
+        assert reader.get(last) is None  # expired for the reader: its row is dropped
+        unseen = _put(reader, "ferry timetable", docs=("ferry",))  # computed before the change
+        writer.invalidate(set(), 1)
+        assert writer.get(kept) is not None
+        assert writer.get(unseen) is None
+        reader.sync()
+        assert reader.get(unseen) is None
+
     def test_a_cache_behind_the_commit_catches_up_on_sync(self, make_cache, tmp_path):
         a = make_cache(tmp_path)
         b = make_cache(tmp_path)
