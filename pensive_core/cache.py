@@ -776,11 +776,14 @@ class L1Memory:
         self.rows.close()
 
 
-_FORMAT = 4  # bump whenever keys or columns change: an older cache is dropped, not misread
+_FORMAT = 5  # bump whenever keys or columns change: an older cache is dropped, not misread
+# Row ids are AUTOINCREMENT: never reused, so "stored after id N" means stored after the
+# invalidator looked (a plain rowid reuses the id of a deleted last row).
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS l1_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS l1 (
-    key TEXT PRIMARY KEY, scope TEXT NOT NULL, query TEXT NOT NULL,
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    key TEXT NOT NULL UNIQUE, scope TEXT NOT NULL, query TEXT NOT NULL,
     k INTEGER NOT NULL, as_of TEXT,
     docs TEXT NOT NULL, qvec BLOB, dense_floor REAL NOT NULL, bm25_floor REAL NOT NULL,
     cands BLOB NOT NULL, bm25_scores BLOB NOT NULL, fused_gap REAL NOT NULL, method TEXT NOT NULL,
@@ -793,7 +796,7 @@ CREATE TABLE IF NOT EXISTS l1_docs (doc_id TEXT NOT NULL, key TEXT NOT NULL,
 CREATE INDEX IF NOT EXISTS l1_docs_key ON l1_docs(key);
 """
 _COLUMNS = (
-    "rowid, key, scope, query, k, as_of, docs, qvec, dense_floor, bm25_floor, cands, "
+    "id, key, scope, query, k, as_of, docs, qvec, dense_floor, bm25_floor, cands, "
     "bm25_scores, fused_gap, method, confidence, tier, created, freq"
 )
 # an entry is read only while the cache is at the commit the reader's memory is at
@@ -873,7 +876,7 @@ class SQLiteL1Rows:
 
     def rows_after(self, row_id: int, commit: int) -> list[L1Row]:
         """Rows past ``row_id`` while the cache is at ``commit``."""
-        sql = "SELECT " + _COLUMNS + " FROM l1 WHERE rowid > ? AND " + _AT_COMMIT
+        sql = "SELECT " + _COLUMNS + " FROM l1 WHERE id > ? AND " + _AT_COMMIT
         return [_sqlite_row(r) for r in self.db.execute(sql, (row_id, commit))]
 
     def hits(self, key: str) -> str | None:
@@ -918,18 +921,20 @@ class _SQLiteWriter:
         return self._rows._version() != self._rows._data_version
 
     def rows_after(self, row_id: int) -> list[L1Row]:
-        sql = "SELECT " + _COLUMNS + " FROM l1 WHERE rowid > ?"
+        sql = "SELECT " + _COLUMNS + " FROM l1 WHERE id > ?"
         return [_sqlite_row(r) for r in self.db.execute(sql, (row_id,))]
 
     def keys_after(self, row_id: int) -> list[str]:
-        return [r[0] for r in self.db.execute("SELECT key FROM l1 WHERE rowid > ?", (row_id,))]
+        return [r[0] for r in self.db.execute("SELECT key FROM l1 WHERE id > ?", (row_id,))]
 
     def store(self, row: L1Row, hits: str) -> int:
         deps = row.deps
         qvec = None if deps.qvec is None else np.asarray(deps.qvec, np.float32).tobytes()
         self.db.execute("DELETE FROM l1_docs WHERE key=?", (row.key,))
         self.db.execute(
-            "INSERT OR REPLACE INTO l1 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO l1 (key, scope, query, k, as_of, docs, qvec, dense_floor, "
+            "bm25_floor, cands, bm25_scores, fused_gap, method, confidence, tier, created, freq, "
+            "hits) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 row.key, row.scope, row.text, row.k, row.as_of, json.dumps(sorted(deps.docs)),
                 qvec, deps.dense_floor, deps.bm25_floor,
@@ -941,7 +946,7 @@ class _SQLiteWriter:
         self.db.executemany(
             "INSERT OR IGNORE INTO l1_docs VALUES (?, ?)", [(d, row.key) for d in deps.docs]
         )
-        return int(self.db.execute("SELECT rowid FROM l1 WHERE key=?", (row.key,)).fetchone()[0])
+        return int(self.db.execute("SELECT id FROM l1 WHERE key=?", (row.key,)).fetchone()[0])
 
     def delete(self, keys: list[str]) -> None:
         for i in range(0, len(keys), 500):
