@@ -338,6 +338,17 @@ class TurnLog:
 
     def __init__(self, db: sqlite3.Connection) -> None:
         self.db = db
+        self._depth = 0  # open transaction() blocks: a write inside one must not commit it
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[None]:
+        """A write committed when it ends, unless it is inside :meth:`transaction` (``with
+        self.db`` would commit the caller's open transaction half way)."""
+        if self._depth:
+            yield
+            return
+        with self.db:
+            yield
 
     @classmethod
     def open(cls, folder: Path, read_only: bool = False) -> TurnLog | None:
@@ -467,7 +478,7 @@ class TurnLog:
             Turn(turn_id(start + i), start + i, role, text, ts, meta, segment)
             for i, (role, text, ts, meta) in enumerate(items)
         ]
-        with self.db:
+        with self._write():
             self.db.executemany(
                 "INSERT INTO turns (seq, role, text, ts, metadata, segment) VALUES (?,?,?,?,?,?)",
                 [
@@ -479,7 +490,7 @@ class TurnLog:
 
     def settle(self, turns: Sequence[Turn]) -> None:
         """Record where indexed turns were placed: their segment, drift score and shift."""
-        with self.db:
+        with self._write():
             self.db.executemany(
                 "UPDATE turns SET segment=?, drift=?, shift=?, indexed=1 WHERE seq=?",
                 [(t.segment, t.drift, int(t.shift), t.seq) for t in turns],
@@ -487,15 +498,23 @@ class TurnLog:
 
     def mark_indexed(self, turns: Sequence[Turn]) -> None:
         """Record that the index now has ``turns``."""
-        self.db.executemany("UPDATE turns SET indexed=1 WHERE seq=?", [(t.seq,) for t in turns])
-        self.db.commit()
+        with self._write():
+            self.db.executemany("UPDATE turns SET indexed=1 WHERE seq=?", [(t.seq,) for t in turns])
 
     # -- summaries ----------------------------------------------------------------------------
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
-        """One transaction: committed when the block ends, rolled back if it raises."""
-        with self.db:
+        """One transaction: committed when the block ends, rolled back if it raises (a nested
+        one joins the outer)."""
+        if self._depth:
             yield
+            return
+        self._depth += 1
+        try:
+            with self.db:
+                yield
+        finally:
+            self._depth -= 1
 
     def summarised_to(self) -> int:
         """The position of the last turn a summary covers (-1 when none does)."""
@@ -528,12 +547,14 @@ class TurnLog:
     def fold_summaries(self, end: int, text: str, method: str) -> None:
         """Replace the story so far with ``text``, which covers the turns up to ``end``; called
         inside :meth:`transaction`."""
-        self.db.execute("DELETE FROM summaries WHERE level=1")
-        self.db.execute(
+        # inserted before the old one is deleted, so it takes a higher id than every row
+        # (a rowid freed by the delete would be reused: the summaries' version would not move)
+        cur = self.db.execute(
             "INSERT INTO summaries (segment, start_seq, end_seq, text, method, level) "
             "VALUES (-1, 0, ?, ?, ?, 1)",
             (end, text, method),
         )
+        self.db.execute("DELETE FROM summaries WHERE level=1 AND id < ?", (cur.lastrowid,))
 
     def summaries_version(self) -> int:
         """The id of the newest summary (0 before the first): it grows with every one stored."""
@@ -555,7 +576,7 @@ class TurnLog:
     # -- pins ---------------------------------------------------------------------------------
     def pin(self, text: str) -> int:
         """Store a pinned note; returns its id."""
-        with self.db:
+        with self._write():
             cur = self.db.execute(
                 "INSERT INTO pins (text, created) VALUES (?, ?)", (text, to_iso(utcnow()))
             )
@@ -563,7 +584,7 @@ class TurnLog:
 
     def unpin(self, pin_id: int) -> bool:
         """Remove a pinned note; False if there was none with that id."""
-        with self.db:
+        with self._write():
             return self.db.execute("DELETE FROM pins WHERE id=?", (pin_id,)).rowcount > 0
 
     def pins(self) -> list[str]:

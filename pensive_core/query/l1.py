@@ -65,8 +65,9 @@ class CacheStage:
         l1 = comps.l1
         if l1 is None:
             return None
-        # catch up with other processes (one PRAGMA when none wrote): their invalidations,
-        # their answers, and a cache a failed change set aside (its commit moved back)
+        # catch up with other processes (one PRAGMA, or one Postgres round trip, when none
+        # wrote): their invalidations, their answers, and a cache a failed change set aside
+        # (its commit moved back)
         l1.sync()
         if l1.commit != comps.commit_no or req.context or comps.learning is not None:
             return None

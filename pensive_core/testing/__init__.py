@@ -28,6 +28,8 @@ from .cache import (
     QueryStatsTests,
     StatsFactory,
 )
+from .items import ItemRecordsTests, ItemsFactory, LLMCacheRecordsTests, RecordsFactory
+from .memory import CatalogFactory, SessionCatalogTests, TurnsFactory, TurnStoreTests
 from .sparse import IndexFactory, SparseIndexTests, reference_scores
 
 __all__ = [
@@ -40,9 +42,17 @@ __all__ = [
     "StatsFactory",
     "DIM",
     "BackendFactory",
+    "CatalogFactory",
     "DocumentStoreTests",
     "IndexFactory",
+    "ItemRecordsTests",
+    "ItemsFactory",
+    "LLMCacheRecordsTests",
+    "RecordsFactory",
+    "SessionCatalogTests",
     "SparseIndexTests",
+    "TurnStoreTests",
+    "TurnsFactory",
     "VectorBackendTests",
     "reference_scores",
     "unit_vectors",

@@ -212,14 +212,24 @@ def test_public_names_are_pinned():
         "VectorBackendTests",
         "reference_scores",
         "unit_vectors",
+        "CatalogFactory",
+        "ItemRecordsTests",
+        "ItemsFactory",
+        "LLMCacheRecordsTests",
+        "RecordsFactory",
+        "SessionCatalogTests",
+        "TurnStoreTests",
+        "TurnsFactory",
     }
     for name in testing.__all__:
         assert getattr(testing, name) is not None
     assert not [n for n in dir(VectorBackendTests) if n.startswith("Test")]
     assert not [n for n in dir(testing.SparseIndexTests) if n.startswith("Test")]
     assert not [n for n in dir(testing.DocumentStoreTests) if n.startswith("Test")]
-    for suite in (testing.AnswerCacheTests, testing.QueryStatsTests, testing.ContextStoreTests):
-        assert not [n for n in dir(suite) if n.startswith("Test")]
+    for suite in ("TurnStoreTests", "SessionCatalogTests", "ItemRecordsTests",
+                  "LLMCacheRecordsTests", "AnswerCacheTests", "QueryStatsTests",
+                  "ContextStoreTests"):  # fmt: skip
+        assert not [n for n in dir(getattr(testing, suite)) if n.startswith("Test")]
 
 
 def test_without_pytest_the_testing_package_names_its_extra(monkeypatch):
