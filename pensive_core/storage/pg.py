@@ -17,9 +17,9 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ..errors import BackendError, ConfigError, MissingDependencyError
+from ..errors import BackendError, MissingDependencyError
 
-__all__ = ["PgConnection", "check_prefix", "describe", "first_line", "has_password", "psycopg_module"]
+__all__ = ["PgConnection", "describe", "first_line", "has_password", "psycopg_module"]
 
 T = TypeVar("T")
 # "password=..." among libpq keywords, or "user:secret@" in a URL (an empty one is none)
@@ -171,25 +171,3 @@ class PgConnection:
             if self.conn is not None:
                 self.conn.close()
                 self.conn = None
-
-
-_PREFIX = re.compile(r"^[a-z_][a-z0-9_]{0,39}$")
-
-
-def check_prefix(prefix: str, what: str) -> str:
-    """A table prefix, checked: up to 40 lower-case letters, digits or ``_``, not starting with
-    a digit (so every ``{prefix}_{name}`` is a plain identifier well under Postgres's 63 bytes).
-
-    Args:
-        prefix: The prefix.
-        what: Whose tables, for the message ("L1 cache").
-
-    Raises:
-        ConfigError: If it is not such a prefix.
-    """
-    if not isinstance(prefix, str) or not _PREFIX.match(prefix):
-        raise ConfigError(
-            f"{what} table prefix {prefix!r} is not valid: use up to 40 lower-case letters, "
-            "digits or '_', starting with a letter or '_'"
-        )
-    return prefix

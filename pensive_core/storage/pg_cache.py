@@ -34,7 +34,8 @@ import numpy as np
 
 from ..cache import Deps, L1Memory, L1Row
 from ..errors import BackendError
-from .pg import PgConnection, check_prefix, first_line
+from .pg import PgConnection, first_line
+from .pg_tables import check_prefix
 
 __all__ = ["PostgresL1Cache", "PostgresL1Rows"]
 

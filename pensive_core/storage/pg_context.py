@@ -17,7 +17,8 @@ from typing import Any
 
 from ..errors import BackendError
 from ..timeutil import to_iso, utcnow
-from .pg import PgConnection, check_prefix
+from .pg import PgConnection
+from .pg_tables import check_prefix
 
 __all__ = ["PostgresContextCache"]
 

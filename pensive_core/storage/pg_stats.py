@@ -14,7 +14,8 @@ from typing import Any
 
 from ..errors import BackendError
 from ..stats import TierStats
-from .pg import PgConnection, check_prefix
+from .pg import PgConnection
+from .pg_tables import check_prefix
 
 __all__ = ["PostgresCountRows", "PostgresQueryStats"]
 
