@@ -34,8 +34,7 @@ import numpy as np
 
 from ..cache import Deps, L1Memory, L1Row
 from ..errors import BackendError
-from .pg import PgConnection, first_line
-from .pg_tables import check_prefix
+from .pg_tables import PgTables, from_bytes, to_bytes
 
 __all__ = ["PostgresL1Cache", "PostgresL1Rows"]
 
@@ -46,19 +45,11 @@ _COLUMNS = (
 )
 
 
-def _b(text: str) -> bytes:
-    return text.encode("utf-8")
-
-
-def _s(raw: Any) -> str:
-    return bytes(raw).decode("utf-8")
-
-
 def _row(r: Sequence[Any]) -> L1Row:
     rid, key, scope, text, k, as_of, docs, qvec, dfl, bfl, cands = r[:11]
     bm25, gap, method, conf, tier, created, freq = r[11:]
     deps = Deps(
-        frozenset(json.loads(_s(docs))),
+        frozenset(json.loads(from_bytes(docs))),
         None if qvec is None else np.frombuffer(bytes(qvec), dtype=np.float32),
         float(dfl),
         float(bfl),
@@ -68,7 +59,7 @@ def _row(r: Sequence[Any]) -> L1Row:
         method,
     )
     return L1Row(
-        int(rid), _s(key), scope, _s(text), int(k), as_of, deps, float(conf), tier,
+        int(rid), from_bytes(key), scope, from_bytes(text), int(k), as_of, deps, float(conf), tier,
         float(created), int(freq),
     )  # fmt: skip
 
@@ -87,36 +78,23 @@ class PostgresL1Rows:
     """
 
     def __init__(self, dsn: str, prefix: str = "pensive", timeout_s: float = 10) -> None:
-        self.prefix = check_prefix(prefix, "L1 cache")
-        from psycopg import sql
-
-        self._sql = sql
-        self._pg = PgConnection(dsn, "The Postgres L1 cache", timeout_s)
-        self.address = self._pg.address
-        self._t = {
-            "meta": sql.Identifier(f"{prefix}_l1_meta"),
-            "l1": sql.Identifier(f"{prefix}_l1"),
-            "docs": sql.Identifier(f"{prefix}_l1_docs"),
-            "l1_id": sql.Identifier(f"{prefix}_l1_id"),
-            "docs_key": sql.Identifier(f"{prefix}_l1_docs_key"),
-        }
+        self.tables = PgTables(
+            dsn,
+            prefix,
+            {"meta": "l1_meta", "l1": "l1", "docs": "l1_docs", "l1_id": "l1_id",
+             "docs_key": "l1_docs_key"},
+            "L1 cache",
+            timeout_s,
+        )  # fmt: skip
+        self.prefix = prefix
+        self.address = self.tables.address
         self._lock = threading.RLock()  # one statement or transaction at a time per connection
         self._seen = -1  # the meta version this reader's memory is level with
         self._create()
 
-    # -- plumbing ----------------------------------------------------------------------------
-    def _q(self, text: str) -> Any:
-        return self._sql.SQL(text).format(**self._t)
-
     def _run(self, what: str, text: str, params: Sequence[Any] = ()) -> list[Any]:
-        stmt = self._q(text)
-
-        def go(conn: Any) -> list[Any]:
-            cur = conn.execute(stmt, params)
-            return cur.fetchall() if cur.description is not None else []
-
         with self._lock:
-            return self._pg.run(what, go)
+            return self.tables.run(what, text, params)
 
     def _create(self) -> None:
         tables = [
@@ -134,40 +112,39 @@ class PostgresL1Rows:
             "REFERENCES {l1}(key) ON DELETE CASCADE, PRIMARY KEY (doc_id, key))",
             "CREATE INDEX IF NOT EXISTS {docs_key} ON {docs} (key)",
         ]
+        q = self.tables.q
 
         def make(conn: Any) -> None:
-            with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.prefix + ":l1",))
-                for text in tables:
-                    conn.execute(self._q(text))
-                row = conn.execute(self._q("SELECT format FROM {meta} WHERE id = 1")).fetchone()
-                if row is not None and row[0] == _FORMAT:
-                    return
-                # another release's cache (or none): start over, at commit 0
-                for text in ("DROP TABLE {docs}", "DROP TABLE {l1}", "DELETE FROM {meta}"):
-                    conn.execute(self._q(text))
-                for text in tables[1:]:
-                    conn.execute(self._q(text))
-                conn.execute(self._q("INSERT INTO {meta} VALUES (1, %s, 0, 0)"), (_FORMAT,))
+            # one process at a time: replicas making the tables at once collide in the catalog
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.prefix,))
+            for text in tables:
+                conn.execute(q(text))
+            row = conn.execute(q("SELECT format FROM {meta} WHERE id = 1")).fetchone()
+            if row is not None and row[0] == _FORMAT:
+                return
+            # another release's cache (or none yet): start over, at commit 0
+            for text in ("DROP TABLE {docs}", "DROP TABLE {l1}", "DELETE FROM {meta}"):
+                conn.execute(q(text))
+            for text in tables[1:]:
+                conn.execute(q(text))
+            conn.execute(q("INSERT INTO {meta} VALUES (1, %s, 0, 0)"), (_FORMAT,))
 
         with self._lock:
-            self._pg.run("create the L1 cache tables", make)
+            self.tables.atomic("create its tables", make)
 
     # -- reading -----------------------------------------------------------------------------
     def load(self) -> tuple[int, list[L1Row]]:
         """The commit and every row, from one snapshot (a repeatable-read transaction)."""
+        q = self.tables.q
 
         def go(conn: Any) -> tuple[int, int, list[Any]]:
-            with conn.transaction():
-                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                meta = conn.execute(
-                    self._q("SELECT commit_no, version FROM {meta} WHERE id = 1")
-                ).fetchone()
-                rows = conn.execute(self._q("SELECT " + _COLUMNS + " FROM {l1}")).fetchall()
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            meta = conn.execute(q("SELECT commit_no, version FROM {meta} WHERE id = 1")).fetchone()
+            rows = conn.execute(q("SELECT " + _COLUMNS + " FROM {l1}")).fetchall()
             return int(meta[0]), int(meta[1]), rows
 
         with self._lock:
-            commit, version, rows = self._pg.run("load the L1 cache", go)
+            commit, version, rows = self.tables.atomic("load its entries", go)
             self._seen = version
         return commit, [_row(r) for r in rows]
 
@@ -176,7 +153,7 @@ class PostgresL1Rows:
         the cache's commit number."""
         with self._lock:
             rows = self._run(
-                "check the L1 cache's version", "SELECT commit_no, version FROM {meta} WHERE id = 1"
+                "read its version", "SELECT commit_no, version FROM {meta} WHERE id = 1"
             )
             commit, version = int(rows[0][0]), int(rows[0][1])
             if version == self._seen:
@@ -187,7 +164,7 @@ class PostgresL1Rows:
     def rows_after(self, row_id: int, commit: int) -> list[L1Row]:
         """Rows past ``row_id`` while the cache is at ``commit`` (one statement: one snapshot)."""
         rows = self._run(
-            "read new L1 entries",
+            "read its new entries",
             "SELECT " + _COLUMNS + " FROM {l1} WHERE id > %s AND "
             "(SELECT commit_no FROM {meta} WHERE id = 1) = %s",
             (row_id, commit),
@@ -196,72 +173,44 @@ class PostgresL1Rows:
 
     def hits(self, key: str) -> str | None:
         """An entry's hits as JSON, or None."""
-        rows = self._run("read an L1 answer", "SELECT hits FROM {l1} WHERE key = %s", (_b(key),))
-        return None if not rows else _s(rows[0][0])
+        rows = self._run("read an answer", "SELECT hits FROM {l1} WHERE key = %s", (to_bytes(key),))
+        return None if not rows else from_bytes(rows[0][0])
 
     def keys_for_docs(self, doc_ids: list[str]) -> set[str]:
         """Keys of entries with a hit from these documents."""
         if not doc_ids:
             return set()
         rows = self._run(
-            "read the L1 dependency index",
+            "read its dependency index",
             "SELECT DISTINCT key FROM {docs} WHERE doc_id = ANY(%s)",
-            ([_b(d) for d in doc_ids],),
+            ([to_bytes(d) for d in doc_ids],),
         )
-        return {_s(r[0]) for r in rows}
+        return {from_bytes(r[0]) for r in rows}
 
     # -- writing -----------------------------------------------------------------------------
     @contextlib.contextmanager
     def write(self) -> Iterator[_PgWriter]:
         """One write transaction, queued behind every other writer of the cache on its meta
-        row; committed at the end, rolled back whole on any error."""
-        import psycopg
+        row; committed at the end, rolled back whole on any error.
 
+        Raises:
+            BackendError: If Postgres refuses a write inside it (nothing of it is stored).
+        """
         with self._lock:
-
-            def begin(conn: Any) -> int:
-                conn.execute("BEGIN")
-                try:
-                    row = conn.execute(
-                        self._q("SELECT version FROM {meta} WHERE id = 1 FOR UPDATE")
-                    ).fetchone()
-                except BaseException:
-                    if not conn.broken:
-                        conn.execute("ROLLBACK")
-                    raise
-                return int(row[0])
-
-            # the first statement may meet a dropped connection: reopened and begun again
-            version = self._pg.run("begin a write to the L1 cache", begin)
-            conn = self._pg.conn
-            w = _PgWriter(self, conn, version)
-            try:
+            with self.tables.transaction():  # a dropped connection is reopened first
+                rows = self.tables.run(
+                    "queue for a write", "SELECT version FROM {meta} WHERE id = 1 FOR UPDATE"
+                )
+                w = _PgWriter(self, int(rows[0][0]))
                 yield w
                 if w.wrote:
-                    row = conn.execute(
-                        self._q(
-                            "UPDATE {meta} SET version = version + 1 WHERE id = 1 RETURNING version"
-                        )
-                    ).fetchone()
-                    w.version = int(row[0])
-                conn.execute("COMMIT")
-            except psycopg.Error as exc:
-                self._rollback(conn)
-                raise BackendError(
-                    f"Postgres at {self.address} refused a write to the L1 cache, rolled back "
-                    f"whole ({type(exc).__name__}: {first_line(exc)})"
-                ) from None
-            except BaseException:
-                self._rollback(conn)
-                raise
+                    rows = self.tables.run(
+                        "move its version",
+                        "UPDATE {meta} SET version = version + 1 WHERE id = 1 RETURNING version",
+                    )
+                    w.version = int(rows[0][0])
             if w.level:  # memory holds everything up to this write: only later ones are news
                 self._seen = w.version
-
-    @staticmethod
-    def _rollback(conn: Any) -> None:
-        with contextlib.suppress(Exception):
-            if not conn.broken and not conn.closed:
-                conn.execute("ROLLBACK")
 
     def save_freqs(self, freqs: list[tuple[str, int]]) -> None:
         """Persist use counts (ignored if Postgres cannot be reached)."""
@@ -269,49 +218,50 @@ class PostgresL1Rows:
             return
         with contextlib.suppress(BackendError):
             self._run(
-                "save L1 use counts",
+                "save use counts",
                 "UPDATE {l1} SET freq = u.f FROM unnest(%s::bytea[], %s::integer[]) AS u(k, f) "
                 "WHERE {l1}.key = u.k",
-                ([_b(k) for k, _ in freqs], [min(n, 2**31 - 1) for _, n in freqs]),
+                ([to_bytes(k) for k, _ in freqs], [min(n, 2**31 - 1) for _, n in freqs]),
             )
 
     def close(self) -> None:
         """Close the connection."""
         with self._lock:
-            self._pg.close()
+            self.tables.close()
 
 
 class _PgWriter:
-    """Inside :meth:`PostgresL1Rows.write`'s transaction."""
+    """Inside :meth:`PostgresL1Rows.write`'s transaction (statements run on its connection)."""
 
-    def __init__(self, rows: PostgresL1Rows, conn: Any, version: int) -> None:
+    def __init__(self, rows: PostgresL1Rows, version: int) -> None:
         self._rows = rows
-        self._conn = conn
+        self._t = rows.tables
         self._start = version
         self.version = version  # after this write (moved at commit when it wrote)
         self.wrote = False
         # nobody else wrote since this reader last looked: its memory stays level
         self.level = version == rows._seen
 
-    def _x(self, text: str, params: Sequence[Any] = ()) -> Any:
-        return self._conn.execute(self._rows._q(text), params)
+    def _x(self, text: str, params: Sequence[Any] = ()) -> list[Any]:
+        return self._t.run("write", text, params)
 
     def commit(self) -> int:
-        return int(self._x("SELECT commit_no FROM {meta} WHERE id = 1").fetchone()[0])
+        return int(self._x("SELECT commit_no FROM {meta} WHERE id = 1")[0][0])
 
     def others_wrote(self) -> bool:
         return self._start != self._rows._seen
 
     def rows_after(self, row_id: int) -> list[L1Row]:
-        rows = self._x("SELECT " + _COLUMNS + " FROM {l1} WHERE id > %s", (row_id,)).fetchall()
-        return [_row(r) for r in rows]
+        return [
+            _row(r) for r in self._x("SELECT " + _COLUMNS + " FROM {l1} WHERE id > %s", (row_id,))
+        ]
 
     def keys_after(self, row_id: int) -> list[str]:
-        return [_s(r[0]) for r in self._x("SELECT key FROM {l1} WHERE id > %s", (row_id,))]
+        return [from_bytes(r[0]) for r in self._x("SELECT key FROM {l1} WHERE id > %s", (row_id,))]
 
     def store(self, row: L1Row, hits: str) -> int:
         deps = row.deps
-        key = _b(row.key)
+        key = to_bytes(row.key)
         self.wrote = True
         self._x("DELETE FROM {l1} WHERE key = %s", (key,))  # a new id: others see it as new
         qvec = None if deps.qvec is None else np.asarray(deps.qvec, np.float32).tobytes()
@@ -321,31 +271,31 @@ class _PgWriter:
             "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
             "RETURNING id",
             (
-                key, row.scope, _b(row.text), row.k, row.as_of,
-                _b(json.dumps(sorted(deps.docs), ensure_ascii=False)), qvec,
+                key, row.scope, to_bytes(row.text), row.k, row.as_of,
+                to_bytes(json.dumps(sorted(deps.docs), ensure_ascii=False)), qvec,
                 float(deps.dense_floor), float(deps.bm25_floor),
                 np.asarray(deps.cands, np.int64).tobytes(),
                 np.asarray(deps.bm25_scores, np.float32).tobytes(),
                 float(deps.fused_gap), deps.method, float(row.confidence), row.tier,
-                row.created, row.freq, _b(hits),
+                row.created, row.freq, to_bytes(hits),
             ),
-        ).fetchone()[0]  # fmt: skip
+        )[0][0]  # fmt: skip
         if deps.docs:
             self._x(
                 "INSERT INTO {docs} (doc_id, key) SELECT d, %s FROM unnest(%s::bytea[]) AS d "
                 "ON CONFLICT DO NOTHING",
-                (key, [_b(d) for d in sorted(deps.docs)]),
+                (key, [to_bytes(d) for d in sorted(deps.docs)]),
             )
         return int(rid)
 
     def delete(self, keys: list[str]) -> None:
         if keys:
             self.wrote = True
-            self._x("DELETE FROM {l1} WHERE key = ANY(%s)", ([_b(k) for k in keys],))
+            self._x("DELETE FROM {l1} WHERE key = ANY(%s)", ([to_bytes(k) for k in keys],))
 
     def delete_all(self) -> int:
         self.wrote = True
-        n = int(self._x("SELECT count(*) FROM {l1}").fetchone()[0])
+        n = int(self._x("SELECT count(*) FROM {l1}")[0][0])
         self._x("DELETE FROM {l1}")  # the index rows go with their entries
         return n
 

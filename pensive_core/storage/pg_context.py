@@ -15,20 +15,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import BackendError
 from ..timeutil import to_iso, utcnow
-from .pg import PgConnection
-from .pg_tables import check_prefix
+from .pg_tables import PgTables, from_bytes, to_bytes
 
 __all__ = ["PostgresContextCache"]
-
-
-def _b(text: str) -> bytes:
-    return text.encode("utf-8")
-
-
-def _s(raw: Any) -> str:
-    return bytes(raw).decode("utf-8")
 
 
 class PostgresContextCache:
@@ -45,38 +35,16 @@ class PostgresContextCache:
     """
 
     def __init__(self, dsn: str, prefix: str = "pensive", timeout_s: float = 10) -> None:
-        self.prefix = check_prefix(prefix, "context cache")
-        from psycopg import sql
-
-        self._sql = sql
-        self._table = sql.Identifier(f"{prefix}_context_cache")
-        self._pg = PgConnection(dsn, "The Postgres context cache", timeout_s)
-        self.address = self._pg.address
-        create = self._q(
-            "CREATE TABLE IF NOT EXISTS {t} (doc_hash bytea NOT NULL, chunk_hash bytea NOT NULL, "
-            "generator bytea NOT NULL, context bytea NOT NULL, created_at text NOT NULL, "
-            "PRIMARY KEY (generator, doc_hash, chunk_hash))"
+        self.tables = PgTables(dsn, prefix, {"t": "context_cache"}, "context cache", timeout_s)
+        self.prefix = prefix
+        self.address = self.tables.address
+        self.tables.create(
+            [
+                "CREATE TABLE IF NOT EXISTS {t} (doc_hash bytea NOT NULL, "
+                "chunk_hash bytea NOT NULL, generator bytea NOT NULL, context bytea NOT NULL, "
+                "created_at text NOT NULL, PRIMARY KEY (generator, doc_hash, chunk_hash))"
+            ]
         )
-
-        def make(conn: Any) -> None:
-            # replicas opening at once: CREATE TABLE IF NOT EXISTS alone can race on the catalog
-            with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (prefix + ":contexts",))
-                conn.execute(create)
-
-        self._pg.run("create the context cache table", make)
-
-    def _q(self, text: str) -> Any:
-        return self._sql.SQL(text).format(t=self._table)
-
-    def _run(self, what: str, text: str, params: Sequence[Any] = ()) -> Any:
-        stmt = self._q(text)
-
-        def go(conn: Any) -> tuple[list[Any], int]:
-            cur = conn.execute(stmt, params)
-            return (cur.fetchall() if cur.description is not None else []), cur.rowcount
-
-        return self._pg.run(what, go)
 
     def get_many(self, keys: Sequence[tuple[str, str, str]]) -> dict[tuple[str, str, str], str]:
         """The cached contexts among ``(doc_hash, chunk_hash, generator)`` keys (misses left
@@ -87,16 +55,16 @@ class PostgresContextCache:
             docs_by_gen[generator].add(doc_hash)
         found: dict[tuple[str, str, str], str] = {}
         for generator, docs in docs_by_gen.items():
-            rows, _ = self._run(
+            rows = self.tables.run(
                 "read cached contexts",
                 "SELECT doc_hash, chunk_hash, context FROM {t} "
                 "WHERE generator = %s AND doc_hash = ANY(%s)",
-                (_b(generator), [_b(d) for d in sorted(docs)]),
+                (to_bytes(generator), [to_bytes(d) for d in sorted(docs)]),
             )
             for doc_hash, chunk_hash, context in rows:
-                key = (_s(doc_hash), _s(chunk_hash), generator)
+                key = (from_bytes(doc_hash), from_bytes(chunk_hash), generator)
                 if key in wanted:
-                    found[key] = _s(context)
+                    found[key] = from_bytes(context)
         return found
 
     def put_many(self, rows: Sequence[tuple[str, str, str, str]]) -> None:
@@ -111,43 +79,45 @@ class PostgresContextCache:
         latest = {(d, c, g): text for d, c, g, text in rows}
         ordered = sorted(latest.items(), key=lambda kv: (kv[0][2], kv[0][0], kv[0][1]))
         now = to_iso(utcnow())
-        stmt = self._q(
-            "INSERT INTO {t} (doc_hash, chunk_hash, generator, context, created_at) "
-            "SELECT d, c, g, x, %s FROM unnest(%s::bytea[], %s::bytea[], %s::bytea[], "
-            "%s::bytea[]) AS u(d, c, g, x) ON CONFLICT (generator, doc_hash, chunk_hash) "
-            "DO UPDATE SET context = EXCLUDED.context, created_at = EXCLUDED.created_at"
+        # one statement is one transaction: all of the batch or none of it (and an upsert, so
+        # the retry after a dropped connection is safe)
+        self.tables.atomic(
+            f"store a batch of {len(ordered)} context(s)",
+            lambda conn: conn.execute(
+                self.tables.q(
+                    "INSERT INTO {t} (doc_hash, chunk_hash, generator, context, created_at) "
+                    "SELECT d, c, g, x, %s FROM unnest(%s::bytea[], %s::bytea[], %s::bytea[], "
+                    "%s::bytea[]) AS u(d, c, g, x) ON CONFLICT (generator, doc_hash, chunk_hash) "
+                    "DO UPDATE SET context = EXCLUDED.context, created_at = EXCLUDED.created_at"
+                ),
+                (
+                    now,
+                    [to_bytes(d) for (d, _, _), _ in ordered],
+                    [to_bytes(c) for (_, c, _), _ in ordered],
+                    [to_bytes(g) for (_, _, g), _ in ordered],
+                    [to_bytes(text) for _, text in ordered],
+                ),
+            ),
         )
-        params = (
-            now,
-            [_b(d) for (d, _, _), _ in ordered],
-            [_b(c) for (_, c, _), _ in ordered],
-            [_b(g) for (_, _, g), _ in ordered],
-            [_b(text) for _, text in ordered],
-        )
-        try:
-            # one statement is one transaction: all of the batch or none of it (and an upsert,
-            # so the retry after a dropped connection is safe)
-            self._pg.run("store contexts", lambda conn: conn.execute(stmt, params))
-        except BackendError as exc:
-            raise BackendError(
-                f"{exc}; the batch of {len(ordered)} context(s) was rolled back whole"
-            ) from None
 
     def count(self) -> int:
         """How many contexts (summaries included) are cached."""
-        rows, _ = self._run("count cached contexts", "SELECT count(*) FROM {t}")
+        rows = self.tables.run("count cached contexts", "SELECT count(*) FROM {t}")
         return int(rows[0][0])
 
     def clear(self, generator: str | None = None) -> int:
         """Remove cached contexts (of one generator, if given); returns how many."""
-        if generator is None:
-            _, n = self._run("clear cached contexts", "DELETE FROM {t}")
-        else:
-            _, n = self._run(
-                "clear cached contexts", "DELETE FROM {t} WHERE generator = %s", (_b(generator),)
-            )
-        return int(n)
+
+        def go(conn: Any) -> int:
+            if generator is None:
+                cur = conn.execute(self.tables.q("DELETE FROM {t}"))
+            else:
+                stmt = self.tables.q("DELETE FROM {t} WHERE generator = %s")
+                cur = conn.execute(stmt, (to_bytes(generator),))
+            return int(cur.rowcount)
+
+        return self.tables.atomic("clear cached contexts", go)
 
     def close(self) -> None:
         """Close the connection."""
-        self._pg.close()
+        self.tables.close()

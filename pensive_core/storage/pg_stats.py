@@ -10,12 +10,10 @@ flush Postgres refuses leaves the counts pending for the next one.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from ..errors import BackendError
 from ..stats import TierStats
-from .pg import PgConnection
-from .pg_tables import check_prefix
+from .pg_tables import PgTables, from_bytes, to_bytes
 
 __all__ = ["PostgresCountRows", "PostgresQueryStats"]
 
@@ -36,44 +34,30 @@ class PostgresCountRows:
     """
 
     def __init__(self, dsn: str, prefix: str = "pensive", timeout_s: float = 10) -> None:
-        self.prefix = check_prefix(prefix, "query statistics")
-        from psycopg import sql
-
-        self._table = sql.Identifier(f"{prefix}_query_stats")
-        self._sql = sql
-        self._pg = PgConnection(dsn, "The Postgres query statistics", timeout_s)
-        create = self._q(
-            "CREATE TABLE IF NOT EXISTS {t} (tier bytea NOT NULL, kind text NOT NULL, "
-            "bucket integer NOT NULL, count bigint NOT NULL, PRIMARY KEY (tier, kind, bucket))"
+        self.tables = PgTables(dsn, prefix, {"t": "query_stats"}, "query statistics", timeout_s)
+        self.tables.create(
+            [
+                "CREATE TABLE IF NOT EXISTS {t} (tier bytea NOT NULL, kind text NOT NULL, "
+                "bucket integer NOT NULL, count bigint NOT NULL, PRIMARY KEY (tier, kind, bucket))"
+            ]
         )
-
-        def make(conn: Any) -> None:
-            # replicas opening at once: CREATE TABLE IF NOT EXISTS alone can race on the catalog
-            with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (prefix + ":stats",))
-                conn.execute(create)
-
-        self._pg.run("create the query statistics table", make)
-
-    def _q(self, text: str) -> Any:
-        return self._sql.SQL(text).format(t=self._table)
 
     def add(self, counts: list[tuple[str, str, int, int]]) -> bool:
         """Add counts in one statement (False if Postgres refused or could not be reached)."""
         counts = sorted(counts)
-        stmt = self._q(
-            "INSERT INTO {t} AS s (tier, kind, bucket, count) SELECT * FROM "
-            "unnest(%s::bytea[], %s::text[], %s::integer[], %s::bigint[]) "
-            "ON CONFLICT (tier, kind, bucket) DO UPDATE SET count = s.count + EXCLUDED.count"
-        )
-        params = (
-            [t.encode("utf-8") for t, _, _, _ in counts],
-            [k for _, k, _, _ in counts],
-            [b for _, _, b, _ in counts],
-            [n for _, _, _, n in counts],
-        )
         try:
-            self._pg.run("add query statistics", lambda conn: conn.execute(stmt, params))
+            self.tables.run(
+                "add query statistics",
+                "INSERT INTO {t} AS s (tier, kind, bucket, count) SELECT * FROM "
+                "unnest(%s::bytea[], %s::text[], %s::integer[], %s::bigint[]) "
+                "ON CONFLICT (tier, kind, bucket) DO UPDATE SET count = s.count + EXCLUDED.count",
+                (
+                    [to_bytes(t) for t, _, _, _ in counts],
+                    [k for _, k, _, _ in counts],
+                    [b for _, _, b, _ in counts],
+                    [n for _, _, _, n in counts],
+                ),
+            )
         except BackendError as exc:
             log.debug("query statistics kept pending: %s", exc)
             return False
@@ -81,13 +65,12 @@ class PostgresCountRows:
 
     def read(self) -> list[tuple[str, str, int, int]]:
         """Every stored count."""
-        stmt = self._q("SELECT tier, kind, bucket, count FROM {t}")
-        rows = self._pg.run("read query statistics", lambda conn: conn.execute(stmt).fetchall())
-        return [(bytes(t).decode("utf-8"), k, int(b), int(n)) for t, k, b, n in rows]
+        rows = self.tables.run("read query statistics", "SELECT tier, kind, bucket, count FROM {t}")
+        return [(from_bytes(t), k, int(b), int(n)) for t, k, b, n in rows]
 
     def close(self) -> None:
         """Close the connection."""
-        self._pg.close()
+        self.tables.close()
 
 
 class PostgresQueryStats(TierStats):
