@@ -10,6 +10,8 @@ each lookup is timed the way the query stage makes it (``sync()`` then ``get()``
 * **miss**: a question never asked;
 * **hit after another writer**: another cache object (another process or replica) stored one
   answer just before (the reader reads the new rows first);
+* **hit after another commit**: another cache invalidated one entry and moved the commit just
+  before (the reader reloads every entry's key and dependencies, not their hits);
 * **round trip**: ``SELECT 1`` on a connection of its own (the floor of any Postgres read).
 
 Timings are the client's wall time over a Unix socket on the same cores, medians and p95 over
@@ -108,6 +110,15 @@ def measure(make: Callable[[], L1Memory], entries: int, lookups: int) -> dict[st
 
     res["hit_after_another_writer"] = timed(
         lambda i: look(question(i % hot)), min(lookups, 300), other_writes
+    )
+
+    def other_commits(i: int) -> None:
+        other.entries()
+        other.invalidate([make_key(question(hot + i), 5, None, ()).exact], cache.commit + 1)
+
+    # the reader reloads every entry's key and dependencies (not their hits) after a commit
+    res["hit_after_another_commit"] = timed(
+        lambda i: look(question(i % hot)), min(50, entries - hot), other_commits
     )
     for c in (cache, other, cold):
         c.close()
