@@ -38,7 +38,7 @@ import re
 import sqlite3
 import time
 import unicodedata
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -310,8 +310,9 @@ class _Entry:
     tier: str
     created: float
     freq: int
-    hits: tuple[Hit, ...] | None = None  # None: not in the hot set, read from SQLite
+    hits: tuple[Hit, ...] | None = None  # None: not in the hot set, read from storage
     bag: tuple[str, tuple[str, ...]] = ("", ())
+    row_id: int = 0  # its row's id (a row never changes once written, but for its use count)
 
 
 @dataclass(frozen=True)
@@ -417,8 +418,14 @@ class L1Rows(Protocol):
     writer commit?" check, the only parts that differ between storage engines.
     :class:`SQLiteL1Rows` is the embedded one."""
 
-    def load(self) -> tuple[int, list[L1Row]]:
-        """The cache's commit and every row, from one snapshot; the reader is caught up."""
+    def load(self, have: Mapping[str, int]) -> tuple[int, list[L1Row], dict[str, int]]:
+        """From one snapshot: the cache's commit, the rows the reader does not hold, and the
+        id of every row by key; the reader is caught up.
+
+        Args:
+            have: The ids of the rows the reader holds, by key (those are not read again:
+                a row never changes once written, and ids are never reused).
+        """
         ...
 
     def changed(self) -> int | None:
@@ -497,8 +504,20 @@ class L1Memory:
         self._near: dict[tuple[str, tuple[str, ...]], set[str]] = {}
         self._aliases: dict[str, tuple[str, str]] = {}  # exact key -> (entry key, match)
         self._max_rowid = 0
+        self._reload()
+
+    def _reload(self) -> None:
+        """Level memory with the rows as they are now, at whatever commit: what is held and
+        still stored stays (with its hits, if hot), what is gone goes, the rest is read."""
+        have = {k: e.row_id for k, e in self._entries.items()}
+        commit, rows, present = self.rows.load(have)
+        for key, e in list(self._entries.items()):
+            if present.get(key) != e.row_id:
+                self._unindex(e)  # invalidated or replaced since
+        self._aliases = {}
         self._examined = 0
-        self.commit, rows = self.rows.load()
+        self.commit = commit
+        self._max_rowid = max(self._max_rowid, max(present.values(), default=0))
         self._add_rows(rows)
 
     def _add_rows(self, rows: Iterable[L1Row]) -> None:
@@ -507,7 +526,7 @@ class L1Memory:
             self._index(
                 _Entry(
                     r.key, r.scope, r.text, r.k, r.as_of, None, (), r.deps, r.confidence,
-                    r.tier, r.created, r.freq,
+                    r.tier, r.created, r.freq, row_id=r.row_id,
                 )
             )  # fmt: skip
 
@@ -546,7 +565,7 @@ class L1Memory:
         if commit is None:
             return
         if commit != self.commit:
-            self._load_all()  # another process invalidated: drop everything held in memory
+            self._reload()  # another process invalidated: keep only what it kept
         else:
             self._load_new_rows()
 
@@ -678,6 +697,7 @@ class L1Memory:
                 self._add_rows(w.rows_after(self._max_rowid))
                 w.caught_up()
             rowid = w.store(row, hits_to_json(hits))
+        entry.row_id = rowid
         self._max_rowid = max(self._max_rowid, rowid)
         self._index(entry)
         if len(self._entries) > self.capacity:
@@ -853,18 +873,29 @@ class SQLiteL1Rows:
         row = self.db.execute("SELECT value FROM l1_meta WHERE key='commit'").fetchone()
         return int(row[0]) if row else 0
 
-    def load(self) -> tuple[int, list[L1Row]]:
-        """The commit and every row, in one read transaction."""
+    def load(self, have: Mapping[str, int]) -> tuple[int, list[L1Row], dict[str, int]]:
+        """The commit, the rows not in ``have`` and every row's id, in one read transaction."""
         # one snapshot: the commit and the rows that belong to it (another process may
         # invalidate and store answers of the next commit between two statements)
         self.db.execute("BEGIN")
         try:
             commit = self._commit()
-            rows = [_sqlite_row(r) for r in self.db.execute("SELECT " + _COLUMNS + " FROM l1")]
+            present = {k: int(i) for k, i in self.db.execute("SELECT key, id FROM l1")}
+            want = [i for k, i in present.items() if have.get(k) != i]
+            if len(want) > len(present) // 2:
+                missing = set(want)
+                cur = self.db.execute("SELECT " + _COLUMNS + " FROM l1")
+                rows = [_sqlite_row(r) for r in cur if r[0] in missing]
+            else:
+                rows = []
+                for i in range(0, len(want), 500):
+                    part = want[i : i + 500]
+                    sql = f"SELECT {_COLUMNS} FROM l1 WHERE id IN ({','.join('?' * len(part))})"
+                    rows += [_sqlite_row(r) for r in self.db.execute(sql, part)]
             self._data_version = self._version()
         finally:
             self.db.execute("COMMIT")
-        return commit, rows
+        return commit, rows, present
 
     def changed(self) -> int | None:
         """The commit when another connection committed since the last look, else None."""

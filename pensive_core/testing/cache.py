@@ -342,6 +342,26 @@ class AnswerCacheTests:
         reader.sync()
         assert reader.get(unseen) is None
 
+    def test_after_another_commit_held_answers_are_kept_or_replaced_as_stored(
+        self, make_cache, tmp_path
+    ):
+        a = make_cache(tmp_path)
+        b = make_cache(tmp_path)
+        kept = _put(a, "arctic tern", docs=("bird",))
+        replaced = _put(a, "green tea", docs=("old",))
+        gone = _put(a, "ferry timetable", docs=("ferry",))
+        for qk in (kept, replaced, gone):
+            assert a.get(qk) is not None  # held in a's memory, answers and all
+        b.entries()
+        b.invalidate([replaced.exact, gone.exact], 1)
+        _put(b, "green tea", docs=("new",), commit=1)  # answered again at the new commit
+        a.sync()
+        assert a.commit == 1 and a.get(gone) is None
+        assert a.get(replaced).hits[0].doc_id == "new"
+        assert a.get(kept).hits[0].doc_id == "bird"
+        assert sorted(e.text for e in a.entries()) == ["arctic tern", "green tea"]
+        assert a.keys_for_docs(["old", "ferry"]) == set()
+
     def test_a_cache_behind_the_commit_catches_up_on_sync(self, make_cache, tmp_path):
         a = make_cache(tmp_path)
         b = make_cache(tmp_path)
