@@ -329,3 +329,48 @@ def test_replicas_opening_a_new_prefix_at_once_all_succeed(postgres_dsn, tmp_pat
     c = PostgresL1Cache(postgres_dsn, prefix)
     assert c.commit == 0 and c.entries() == []
     c.close()
+
+
+# -- through the engine's query and ingest stages ----------------------------------------------
+def _with_postgres_l1(p, dsn, prefix):
+    """Swap an open store's L1 for a Postgres one (as the Postgres engine will open it)."""
+    router = p.config.router
+    cache = PostgresL1Cache(
+        dsn, prefix, router.l1_capacity, router.l1_ttl_s, router.l1_hot, router.l1_fuzzy
+    )
+    cache.invalidate_all(p.components.commit_no)
+    p.components.l1.close()
+    p.components.l1 = cache
+    return cache
+
+
+@pytest.mark.parametrize("change", ["add", "replace", "delete"])
+def test_the_engine_never_serves_a_stale_answer_from_a_postgres_l1(postgres_dsn, tmp_path, change):
+    from pensive_core import Document, Pensive
+    from tests.conftest import HASH_CONFIG, docs_corpus
+
+    config = {**HASH_CONFIG, "router": {"l1": True, "l1_refresh": 0}}
+    with Pensive(tmp_path / "store", config=config) as p:
+        p.ingest(docs_corpus())
+        _with_postgres_l1(p, postgres_dsn, prefix_for(tmp_path))
+        q = "green tea antioxidants"
+        first = p.query(q)
+        assert (first.tier, p.query(q).tier) == ("L2", "L1")
+        p.query("arctic tern migration")
+        if change == "add":
+            p.ingest([Document(id="tea2", text="Green tea antioxidants: new catechin study.")])
+        elif change == "replace":
+            p.ingest([Document(id="tea", text="Black tea is oxidised; green tea is not.")])
+        else:
+            p.delete("tea")
+        res = p.query(q)
+        assert res.tier == "L2"  # dropped by the commit, answered again
+        again = p.query("arctic tern migration")  # kept if the change could not alter it
+        l1, p.components.l1 = p.components.l1, None
+        assert [h.chunk_id for h in p.query(q).hits] == [h.chunk_id for h in res.hits]
+        fresh = p.query("arctic tern migration")
+        p.components.l1 = l1
+        assert [h.chunk_id for h in again.hits] == [h.chunk_id for h in fresh.hits]
+        ids = {h.doc_id for h in res.hits}
+        assert ("tea2" in ids) if change == "add" else ("tea" not in ids or change == "replace")
+        assert p.stats()["l1"]["commit"] == p.components.commit_no
