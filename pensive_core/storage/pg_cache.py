@@ -10,9 +10,12 @@ rows in three tables with one prefix:
 * ``{prefix}_l1_docs``: the dependency index, (document id, entry key), removed with its entry.
 
 Freshness across replicas: a replica reads the meta row (one round trip, a primary-key read)
-before it serves a lookup; a version it has not seen means another replica wrote, and a moved
-commit number means one invalidated, so it reloads before answering. An answer computed at an
-older commit is refused when stored and never served after the commit moved.
+before it serves a lookup; a version it has not seen means another replica wrote (it reads the
+new rows), and a moved commit number means one invalidated (it drops what that commit dropped,
+by key and row id, and reads what it stored) before answering. An answer computed at an older
+commit is refused when stored and never served after the commit moved. This read, not
+LISTEN/NOTIFY, is the check: a notification reaches a listener some time after the notifier's
+commit returns, so a query arriving in between would be served from memory that is behind.
 
 Writes are serialized on the meta row (``SELECT ... FOR UPDATE`` first in every write
 transaction): entry ids then grow in the order writes commit, so "rows past the last id I saw"
