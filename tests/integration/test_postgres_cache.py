@@ -374,3 +374,29 @@ def test_the_engine_never_serves_a_stale_answer_from_a_postgres_l1(postgres_dsn,
         ids = {h.doc_id for h in res.hits}
         assert ("tea2" in ids) if change == "add" else ("tea" not in ids or change == "replace")
         assert p.stats()["l1"]["commit"] == p.components.commit_no
+
+
+def _putter(dsn, prefix, who, n):
+    c = PostgresL1Cache(dsn, prefix, capacity=10_000)
+    for i in range(n):
+        assert _answer(c, f"question {who} number {i} of the batch", i, 0)
+    c.close()
+
+
+def test_a_reader_misses_no_entry_of_writers_storing_at_once(postgres_dsn, tmp_path):
+    """Entry ids must grow in commit order: a reader that only reads rows past the last id it
+    saw would otherwise miss an entry whose transaction committed after a later id's."""
+    prefix = prefix_for(tmp_path)
+    reader = PostgresL1Cache(postgres_dsn, prefix, capacity=10_000)
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_putter, args=(postgres_dsn, prefix, w, 150)) for w in range(3)]
+    for p in procs:
+        p.start()
+    while any(p.is_alive() for p in procs):
+        reader.sync()  # catching up while they write
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0, 0, 0]
+    reader.sync()
+    assert len(reader.entries()) == 450
+    reader.close()
