@@ -12,7 +12,9 @@ each lookup is timed the way the query stage makes it (``sync()`` then ``get()``
   answer just before (the reader reads the new rows first);
 * **hit after another commit**: another cache invalidated one entry and moved the commit just
   before (the reader reloads every entry's key and dependencies, not their hits);
-* **round trip**: ``SELECT 1`` on a connection of its own (the floor of any Postgres read).
+* **round trip**: ``SELECT 1`` on a connection of its own (the floor of any Postgres read);
+* **engine hit**: a whole ``Pensive.query`` answered from L1, on an embedded store whose L1 is
+  the SQLite one, then a Postgres one swapped in.
 
 Timings are the client's wall time over a Unix socket on the same cores, medians and p95 over
 ``--lookups`` lookups. Not a test: numbers for the README and the design notes.
@@ -125,6 +127,40 @@ def measure(make: Callable[[], L1Memory], entries: int, lookups: int) -> dict[st
     return res
 
 
+def engine_hits(dsn: str, folder: Path, lookups: int) -> dict[str, dict[str, float]]:
+    """``Pensive.query`` answered from L1, with the SQLite L1 and with a Postgres one swapped
+    in (the rest of the store embedded, hash embedder): the whole query path of a hit."""
+    from pensive_core import Document, Pensive
+    from pensive_core.storage.pg_cache import PostgresL1Cache
+
+    config = {"embedder": {"name": "hash", "dim": 256}, "router": {"l1": True}}
+    docs = [
+        Document(id=f"d{i}", text=f"{question(i)} The answer is number {i}.") for i in range(200)
+    ]
+    out = {}
+    with Pensive(folder / "engine-store", config=config) as p:
+        p.ingest(docs)
+        for name in ("sqlite", "postgres"):
+            if name == "postgres":
+                router = p.config.router
+                cache = PostgresL1Cache(
+                    dsn,
+                    "bench_engine",
+                    router.l1_capacity,
+                    router.l1_ttl_s,
+                    router.l1_hot,
+                    router.l1_fuzzy,
+                )
+                cache.invalidate_all(p.components.commit_no)
+                p.components.l1.close()
+                p.components.l1 = cache
+            for i in range(50):
+                p.query(question(i))
+            assert all(p.query(question(i)).tier == "L1" for i in range(50))
+            out[name] = timed(lambda i: p.query(question(i % 50)), lookups)
+    return out
+
+
 def round_trip(dsn: str, lookups: int) -> dict[str, float]:
     """``SELECT 1`` on its own connection."""
     import psycopg
@@ -148,10 +184,15 @@ def render(p: dict[str, Any]) -> str:
     for case in p["sqlite"]:
         s, g = p["sqlite"][case], p["postgres_l1"][case]
         lines.append(f"| {case} | {s['p50_us']} | {s['p95_us']} | {g['p50_us']} | {g['p95_us']} |")
-    rt = p["round_trip"]
+    rt, eh = p["round_trip"], p["engine_hit"]
     lines += [
         "",
         f"Postgres round trip (`SELECT 1`): p50 {rt['p50_us']} µs, p95 {rt['p95_us']} µs.",
+        "",
+        "A whole `Pensive.query` answered from L1 (200 documents, hash embedder, the rest of the "
+        f"store embedded): SQLite L1 p50 {eh['sqlite']['p50_us']} µs (p95 "
+        f"{eh['sqlite']['p95_us']}), Postgres L1 p50 {eh['postgres']['p50_us']} µs (p95 "
+        f"{eh['postgres']['p95_us']}).",
         "",
     ]
     return "\n".join(lines)
@@ -180,7 +221,8 @@ def main(argv: list[str] | None = None) -> None:
         import psycopg
 
         with psycopg.connect(dsn, autocommit=True) as c:
-            for t in ("bench_l1_docs", "bench_l1", "bench_l1_meta"):
+            for t in ("bench_l1_docs", "bench_l1", "bench_l1_meta", "bench_engine_l1_docs",
+                      "bench_engine_l1", "bench_engine_l1_meta"):  # fmt: skip
                 c.execute(f"DROP TABLE IF EXISTS {t}")  # a run starts from nothing
             pg_version = "Postgres " + c.execute("SHOW server_version").fetchone()[0]
         (work / "l1.sqlite").unlink(missing_ok=True)
@@ -196,6 +238,7 @@ def main(argv: list[str] | None = None) -> None:
                 lambda: PostgresL1Cache(dsn, "bench"), args.entries, args.lookups
             ),
             "round_trip": round_trip(dsn, args.lookups),
+            "engine_hit": engine_hits(dsn, work, args.lookups),
         }
         write_results("l1_postgres", args.out, payload, render(payload))
         print(render(payload))
