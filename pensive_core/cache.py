@@ -1,4 +1,4 @@
-"""L1 hot cache: answers to repeated questions, served from memory, durable in SQLite.
+"""L1 hot cache: answers to repeated questions, served from memory, durable in shared rows.
 
 Lookup order for a question:
 
@@ -16,12 +16,17 @@ Each entry records what its answer depends on (the documents of its hits, the qu
 vector and the lowest score that made each retriever's candidate list), so that ingestion
 invalidates exactly the entries whose answers could change; the caller decides which (see
 :meth:`L1Cache.entries`) and a bulk change empties the cache. Every process that opens the store
-sees the same SQLite table; invalidations bump a commit number, and a process whose commit is
+sees the same rows; invalidations bump a commit number, and a process whose commit is
 behind reloads before it serves anything.
 
 Eviction is least-frequently-used with aging (counts halve whenever the cache fills); entries
 expire after a TTL. All entries' keys and dependencies are in memory; the hits of the most used
-``hot`` entries are too, the rest are read from SQLite on demand.
+``hot`` entries are too, the rest are read from storage on demand.
+
+The logic lives in :class:`L1Memory`; where the rows live and how another writer's commit is
+noticed is an :class:`L1Rows`: :class:`SQLiteL1Rows` (``PRAGMA data_version``, for
+:class:`L1Cache`) or the Postgres one (a version row read per lookup, in
+:mod:`pensive_core.storage.pg_cache`).
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ import re
 import sqlite3
 import time
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -47,13 +52,17 @@ from .tokenize import DIGIT_RE, TOKEN_RE, quoted_phrases
 from .types import Hit
 from .wire import hit_json
 
-# an entry is read only while the cache is at the commit the reader's memory is at
-_AT_COMMIT = "COALESCE(CAST((SELECT value FROM l1_meta WHERE key='commit') AS INTEGER), 0) = ?"
-
 __all__ = [
     "AnswerCache",
     "Cached",
     "L1Cache",
+    "L1Memory",
+    "L1Row",
+    "L1Rows",
+    "L1Writer",
+    "SQLiteL1Rows",
+    "hits_from_json",
+    "hits_to_json",
     "QueryKey",
     "Deps",
     "EntryView",
@@ -301,8 +310,9 @@ class _Entry:
     tier: str
     created: float
     freq: int
-    hits: tuple[Hit, ...] | None = None  # None: not in the hot set, read from SQLite
+    hits: tuple[Hit, ...] | None = None  # None: not in the hot set, read from storage
     bag: tuple[str, tuple[str, ...]] = ("", ())
+    row_id: int = 0  # its row's id (a row never changes once written, but for its use count)
 
 
 @dataclass(frozen=True)
@@ -316,48 +326,149 @@ class Cached:
     source: str  # the question the answer was computed for
 
 
-_FORMAT = 4  # bump whenever keys or columns change: an older cache is dropped, not misread
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS l1_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS l1 (
-    key TEXT PRIMARY KEY, scope TEXT NOT NULL, query TEXT NOT NULL,
-    k INTEGER NOT NULL, as_of TEXT,
-    docs TEXT NOT NULL, qvec BLOB, dense_floor REAL NOT NULL, bm25_floor REAL NOT NULL,
-    cands BLOB NOT NULL, bm25_scores BLOB NOT NULL, fused_gap REAL NOT NULL, method TEXT NOT NULL,
-    confidence REAL NOT NULL, tier TEXT NOT NULL, created REAL NOT NULL, freq INTEGER NOT NULL,
-    hits TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS l1_created ON l1(created);
-CREATE TABLE IF NOT EXISTS l1_docs (doc_id TEXT NOT NULL, key TEXT NOT NULL,
-    PRIMARY KEY (doc_id, key)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS l1_docs_key ON l1_docs(key);
-"""
-_COLUMNS = (
-    "key, scope, query, k, as_of, docs, qvec, dense_floor, bm25_floor, cands, bm25_scores, fused_gap, "
-    "method, confidence, tier, created, freq"
-)
+def hits_to_json(hits: Sequence[Hit]) -> str:
+    """Hits as the JSON text an L1 row store keeps (NUL and every other character escaped or
+    kept as UTF-8: the text round-trips exactly)."""
+    return json.dumps([hit_json(h) for h in hits], ensure_ascii=False)
 
 
-def _hit_from_json(d: dict[str, Any]) -> Hit:
-    return Hit(
-        d["doc_id"],
-        d["chunk_id"],
-        d["text"],
-        d["score"],
-        d["metadata"],
-        from_iso(d["timestamp"]),
-        d["sources"],
-        from_iso(d.get("valid_from")),
-        from_iso(d.get("valid_to")),
-        d.get("superseded_by"),
+def hits_from_json(text: str) -> tuple[Hit, ...]:
+    """The hits :func:`hits_to_json` wrote."""
+    return tuple(
+        Hit(
+            d["doc_id"],
+            d["chunk_id"],
+            d["text"],
+            d["score"],
+            d["metadata"],
+            from_iso(d["timestamp"]),
+            d["sources"],
+            from_iso(d.get("valid_from")),
+            from_iso(d.get("valid_to")),
+            d.get("superseded_by"),
+        )
+        for d in json.loads(text)
     )
 
 
-class L1Cache:
-    """Query cache: a memory hot set over a durable SQLite table shared by every process.
+class L1Row(NamedTuple):
+    """One stored L1 entry, without its hits (those are read on demand).
+
+    ``row_id`` grows with every write, in the order writes commit: a reader that has seen the
+    rows up to some id has seen every entry stored before them.
+    """
+
+    row_id: int
+    key: str
+    scope: str
+    text: str
+    k: int
+    as_of: str | None
+    deps: Deps
+    confidence: float
+    tier: str
+    created: float
+    freq: int
+
+
+class L1Writer(Protocol):
+    """One write transaction on an :class:`L1Rows`, serialized against every other writer of
+    the same cache (any process, any machine); committed when the ``with`` block ends."""
+
+    def commit(self) -> int:
+        """The cache's commit number."""
+        ...
+
+    def others_wrote(self) -> bool:
+        """Whether another writer committed since this reader last caught up."""
+        ...
+
+    def rows_after(self, row_id: int) -> list[L1Row]:
+        """Rows stored with ids above ``row_id``."""
+        ...
+
+    def keys_after(self, row_id: int) -> list[str]:
+        """Keys of the rows stored with ids above ``row_id``."""
+        ...
+
+    def store(self, row: L1Row, hits: str) -> int:
+        """Store (or replace) an entry and its dependency index rows; returns its new id."""
+        ...
+
+    def delete(self, keys: list[str]) -> None:
+        """Delete these entries (and their dependency index rows)."""
+        ...
+
+    def delete_all(self) -> int:
+        """Delete every entry; returns how many there were."""
+        ...
+
+    def set_commit(self, commit: int) -> None:
+        """Record the cache's new commit number."""
+        ...
+
+    def caught_up(self) -> None:
+        """Note that the reader's memory now holds every row this transaction can see, so
+        only later commits by others count as :meth:`L1Rows.changed`."""
+        ...
+
+
+class L1Rows(Protocol):
+    """Where an :class:`L1Memory` keeps its entries: the row storage and the "did another
+    writer commit?" check, the only parts that differ between storage engines.
+    :class:`SQLiteL1Rows` is the embedded one."""
+
+    def load(self, have: Mapping[str, int]) -> tuple[int, list[L1Row], dict[str, int]]:
+        """From one snapshot: the cache's commit, the rows the reader does not hold, and the
+        id of every row by key; the reader is caught up.
+
+        Args:
+            have: The ids of the rows the reader holds, by key (those are not read again:
+                a row never changes once written, and ids are never reused).
+        """
+        ...
+
+    def changed(self) -> int | None:
+        """None when no other writer committed since the reader last caught up; else the
+        cache's commit number now (and the reader counts as caught up with that commit's
+        writes once it has read :meth:`rows_after`)."""
+        ...
+
+    def rows_after(self, row_id: int, commit: int) -> list[L1Row]:
+        """Rows with ids above ``row_id``, if the cache is still at ``commit`` (else none)."""
+        ...
+
+    def hits(self, key: str) -> str | None:
+        """An entry's hits (as :func:`hits_to_json` wrote them), or None if it is gone."""
+        ...
+
+    def keys_for_docs(self, doc_ids: list[str]) -> set[str]:
+        """Keys of the entries with a hit from any of these documents."""
+        ...
+
+    def write(self) -> contextlib.AbstractContextManager[L1Writer]:
+        """One write transaction."""
+        ...
+
+    def save_freqs(self, freqs: list[tuple[str, int]]) -> None:
+        """Persist use counts (best effort: a failure is ignored)."""
+        ...
+
+    def close(self) -> None:
+        """Release the storage."""
+        ...
+
+
+class L1Memory:
+    """The L1 logic over any row storage: keys, near matching, the hot set, eviction, and the
+    rules that keep every process's memory level with the shared rows.
+
+    Every entry's key and dependencies are in memory. A ``get`` is served after a freshness
+    check made no earlier than the previous ``get``: the caller's :meth:`sync` (the query stage
+    calls it first), or the ``get``'s own.
 
     Args:
-        path: The SQLite file (its own file, so cache writes never contend with the archive).
+        rows: Where the entries are kept.
         capacity: Most entries kept; past it, the least frequently used tenth is evicted.
         ttl_s: Seconds an entry stays valid.
         hot: Most entries whose hits are held in memory.
@@ -366,84 +477,63 @@ class L1Cache:
 
     def __init__(
         self,
-        path: Path,
+        rows: L1Rows,
         capacity: int = 10_000,
         ttl_s: float = 86_400.0,
         hot: int = 2_000,
         fuzzy: bool = True,
     ) -> None:
+        self.rows = rows
         self.capacity = capacity
         self.ttl_s = ttl_s
         self.hot = max(1, min(hot, capacity))
         self.fuzzy = fuzzy
-        self.db = sqlite3.connect(
-            str(path), check_same_thread=False, isolation_level=None, timeout=30.0
-        )
+        self.hits = self.misses = self.evictions = self.invalidated = 0
+        self.matches = {"exact": 0, "bag": 0, "fuzzy": 0}
+        self._fresh = False
         try:
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=NORMAL")
-            self.db.executescript(_SCHEMA)
-            row = self.db.execute("SELECT value FROM l1_meta WHERE key='format'").fetchone()
-            if row is None or row[0] != _FORMAT:  # written by another release: start over
-                self.db.executescript(
-                    "DROP TABLE l1; DROP TABLE l1_docs; DELETE FROM l1_meta;" + _SCHEMA
-                )
-                self.db.execute("INSERT INTO l1_meta VALUES ('format', ?)", (_FORMAT,))
-            self.hits = self.misses = self.evictions = self.invalidated = 0
-            self.matches = {"exact": 0, "bag": 0, "fuzzy": 0}
             self._load_all()
         except BaseException:
-            self.db.close()  # the caller may move a damaged file aside and start again
+            rows.close()  # the caller may move a damaged file aside and start again
             raise
 
     # -- loading and cross-process sync -------------------------------------------------------
-    def _read_commit(self) -> int:
-        row = self.db.execute("SELECT value FROM l1_meta WHERE key='commit'").fetchone()
-        return int(row[0]) if row else 0
-
     def _load_all(self) -> None:
         self._entries: dict[str, _Entry] = {}
         self._bags: dict[tuple[str, tuple[str, ...]], str] = {}
         self._near: dict[tuple[str, tuple[str, ...]], set[str]] = {}
         self._aliases: dict[str, tuple[str, str]] = {}  # exact key -> (entry key, match)
         self._max_rowid = 0
+        self._reload()
+
+    def _reload(self) -> None:
+        """Level memory with the rows as they are now, at whatever commit: what is held and
+        still stored stays (with its hits, if hot), what is gone goes, the rest is read."""
+        have = {k: e.row_id for k, e in self._entries.items()}
+        commit, rows, present = self.rows.load(have)
+        for key, e in list(self._entries.items()):
+            if present.get(key) != e.row_id:
+                self._unindex(e)  # invalidated or replaced since
+        self._aliases = {}
         self._examined = 0
-        # one snapshot: the commit and the rows that belong to it (another process may
-        # invalidate and store answers of the next commit between two statements)
-        self.db.execute("BEGIN")
-        try:
-            self.commit = self._read_commit()
-            self._load_rows("SELECT rowid, " + _COLUMNS + " FROM l1", ())
-            self._data_version = self.db.execute("PRAGMA data_version").fetchone()[0]
-        finally:
-            self.db.execute("COMMIT")
+        self.commit = commit
+        self._max_rowid = max(self._max_rowid, max(present.values(), default=0))
+        self._add_rows(rows)
+
+    def _add_rows(self, rows: Iterable[L1Row]) -> None:
+        for r in rows:
+            self._max_rowid = max(self._max_rowid, r.row_id)
+            self._index(
+                _Entry(
+                    r.key, r.scope, r.text, r.k, r.as_of, None, (), r.deps, r.confidence,
+                    r.tier, r.created, r.freq, row_id=r.row_id,
+                )
+            )  # fmt: skip
 
     def _load_new_rows(self) -> None:
         """Entries other processes stored since this one last looked, if they belong to the
         commit this process's cache is at (none of a later commit: :meth:`sync` reloads)."""
-        self._load_rows(
-            "SELECT rowid, " + _COLUMNS + " FROM l1 WHERE rowid > ? AND " + _AT_COMMIT,
-            (self._max_rowid, self.commit),
-        )
-
-    def _load_rows(self, sql: str, args: tuple[Any, ...]) -> None:
-        for row in self.db.execute(sql, args):
-            rowid, key, scope, text, k, as_of, docs, qvec, dfl, bfl, cands = row[:11]
-            bm25, gap, method, conf, tier, created, freq = row[11:]
-            self._max_rowid = max(self._max_rowid, rowid)
-            deps = Deps(
-                frozenset(json.loads(docs)),
-                None if qvec is None else np.frombuffer(qvec, dtype=np.float32),
-                dfl,
-                bfl,
-                np.frombuffer(cands, dtype=np.int64),
-                np.frombuffer(bm25, dtype=np.float32),
-                gap,
-                method,
-            )
-            self._index(
-                _Entry(key, scope, text, k, as_of, None, (), deps, conf, tier, created, freq)
-            )
+        self._add_rows(self.rows.rows_after(self._max_rowid, self.commit))
 
     def _index(self, e: _Entry) -> None:
         old = self._entries.get(e.key)
@@ -470,28 +560,33 @@ class L1Cache:
                     if not keys:
                         del self._near[nk]
 
-    def _others_wrote(self) -> bool:
-        # whether another connection committed since this one last looked (cheap: no table read)
-        return bool(self.db.execute("PRAGMA data_version").fetchone()[0] != self._data_version)
-
-    def sync(self) -> None:
-        """Catch up with other processes: reload after their invalidations, add their entries."""
-        version = self.db.execute("PRAGMA data_version").fetchone()[0]
-        if version == self._data_version:
+    def _catch_up(self) -> None:
+        commit = self.rows.changed()
+        if commit is None:
             return
-        self._data_version = version
-        if self._read_commit() != self.commit:
-            self._load_all()  # another process invalidated: drop everything held in memory
+        if commit != self.commit:
+            self._reload()  # another process invalidated: keep only what it kept
         else:
             self._load_new_rows()
+
+    def sync(self) -> None:
+        """Catch up with other processes: reload after their invalidations, add their entries.
+
+        The next :meth:`get` relies on this check instead of making its own.
+        """
+        self._catch_up()
+        self._fresh = True
 
     # -- lookup -------------------------------------------------------------------------------
     def get(self, qk: QueryKey) -> Cached | None:
         """The cached answer for a question, or None.
 
-        Served from memory; an exact key not in memory is looked up in SQLite (another process
-        may have put it). The caller calls :meth:`sync` when the store's commit moved.
+        Served from memory, after catching up with other processes unless :meth:`sync` was
+        called since the last ``get``.
         """
+        if not self._fresh:
+            self._catch_up()
+        self._fresh = False
         match = "exact"
         entry = self._entries.get(qk.exact)
         if entry is None:
@@ -500,12 +595,6 @@ class L1Cache:
             if alias is not None:
                 entry = self._entries.get(alias[0])
                 match = alias[1]
-        if entry is None and self._others_wrote():
-            self._load_rows(
-                "SELECT rowid, " + _COLUMNS + " FROM l1 WHERE key=? AND " + _AT_COMMIT,
-                (qk.exact, self.commit),
-            )
-            entry = self._entries.get(qk.exact)
         if entry is None:
             match = "bag"
             key = self._bags.get(qk.bag)
@@ -548,13 +637,13 @@ class L1Cache:
         return None
 
     def _load_hits(self, entry: _Entry) -> tuple[Hit, ...] | None:
-        row = self.db.execute("SELECT hits FROM l1 WHERE key=?", (entry.key,)).fetchone()
-        if row is None:  # evicted by another process
+        text = self.rows.hits(entry.key)
+        if text is None:  # evicted by another process
             self._unindex(entry)
             return None
-        entry.hits = tuple(_hit_from_json(d) for d in json.loads(row[0]))
+        entry.hits = hits_from_json(text)
         hot = [e for e in self._entries.values() if e.hits is not None]
-        if len(hot) > self.hot:  # keep the most used in memory; the rest stay in SQLite
+        if len(hot) > self.hot:  # keep the most used in memory; the rest stay in storage
             hot.sort(key=lambda e: (e.freq, e.created))
             for e in hot[: len(hot) - self.hot + max(1, self.hot // 10)]:
                 if e is not entry:
@@ -594,46 +683,22 @@ class L1Cache:
             freq,
             tuple(hits),
         )
-        qvec = None if deps.qvec is None else np.asarray(deps.qvec, np.float32).tobytes()
-        with self._transaction():
-            if self._read_commit() != commit:
+        row = L1Row(
+            0, entry.key, entry.scope, entry.text, entry.k, entry.as_of, deps, confidence, tier,
+            entry.created, freq,
+        )  # fmt: skip
+        with self.rows.write() as w:
+            if w.commit() != commit:
                 return False
-            if self._others_wrote() and self.commit == commit:
+            if w.others_wrote() and self.commit == commit:
                 # take their entries in first: this one's row id comes after theirs, and a
                 # later sync only looks past it (their entries would be missed for good, and
                 # never examined when this process invalidates: served stale elsewhere)
-                self._load_new_rows()
-                self._data_version = self.db.execute("PRAGMA data_version").fetchone()[0]
-            self.db.execute("DELETE FROM l1_docs WHERE key=?", (entry.key,))
-            self.db.execute(
-                "INSERT OR REPLACE INTO l1 VALUES "
-                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    entry.key,
-                    entry.scope,
-                    entry.text,
-                    entry.k,
-                    entry.as_of,
-                    json.dumps(sorted(deps.docs)),
-                    qvec,
-                    deps.dense_floor,
-                    deps.bm25_floor,
-                    np.asarray(deps.cands, np.int64).tobytes(),
-                    np.asarray(deps.bm25_scores, np.float32).tobytes(),
-                    deps.fused_gap,
-                    deps.method,
-                    confidence,
-                    tier,
-                    entry.created,
-                    freq,
-                    json.dumps([hit_json(h) for h in hits], ensure_ascii=False),
-                ),
-            )
-            self.db.executemany(
-                "INSERT OR IGNORE INTO l1_docs VALUES (?, ?)", [(d, entry.key) for d in deps.docs]
-            )
-            rowid = self.db.execute("SELECT rowid FROM l1 WHERE key=?", (entry.key,)).fetchone()
-        self._max_rowid = max(self._max_rowid, rowid[0])
+                self._add_rows(w.rows_after(self._max_rowid))
+                w.caught_up()
+            rowid = w.store(row, hits_to_json(hits))
+        entry.row_id = rowid
+        self._max_rowid = max(self._max_rowid, rowid)
         self._index(entry)
         if len(self._entries) > self.capacity:
             self._evict()
@@ -652,8 +717,8 @@ class L1Cache:
     def _drop(self, keys: Iterable[str]) -> None:
         keys = list(keys)
         self._forget(keys)
-        with self._transaction():
-            self._delete_rows(keys)
+        with self.rows.write() as w:
+            w.delete(keys)
 
     def _forget(self, keys: Iterable[str]) -> None:
         for key in keys:
@@ -661,18 +726,10 @@ class L1Cache:
             if e is not None:
                 self._unindex(e)
 
-    def _delete_rows(self, keys: list[str]) -> None:
-        # inside the caller's transaction
-        for i in range(0, len(keys), 500):
-            part = keys[i : i + 500]
-            marks = ",".join("?" * len(part))
-            self.db.execute(f"DELETE FROM l1 WHERE key IN ({marks})", part)
-            self.db.execute(f"DELETE FROM l1_docs WHERE key IN ({marks})", part)
-
     # -- invalidation -------------------------------------------------------------------------
     def entries(self) -> list[EntryView]:
         """Every entry, for the caller to decide what a content change invalidates."""
-        self.sync()
+        self._catch_up()
         self._examined = self._max_rowid  # what :meth:`invalidate` may assume was looked at
         return [
             EntryView(e.key, e.text, e.k, e.as_of, e.scope, e.deps, e.tier, e.confidence, e.freq)
@@ -681,51 +738,37 @@ class L1Cache:
 
     def keys_for_docs(self, doc_ids: Iterable[str]) -> set[str]:
         """Keys of entries with a hit from any of these documents."""
-        ids = list(doc_ids)
-        out: set[str] = set()
-        for i in range(0, len(ids), 500):
-            part = ids[i : i + 500]
-            sql = f"SELECT key FROM l1_docs WHERE doc_id IN ({','.join('?' * len(part))})"
-            out.update(r[0] for r in self.db.execute(sql, part))
-        return out
+        return self.rows.keys_for_docs(list(doc_ids))
 
     def invalidate(self, keys: Iterable[str] | None, commit: int) -> int:
         """Drop these entries (all of them when ``keys`` is None) and record the new commit.
 
+        Entries stored since the last :meth:`entries` (by any process) are dropped too:
+        nobody examined them against this change, so they cannot be carried past it.
+
         Returns:
             How many entries were dropped.
         """
-        with self._transaction():
+        with self.rows.write() as w:
             if keys is None:
-                n = self.db.execute("SELECT COUNT(*) FROM l1").fetchone()[0]
-                self.db.execute("DELETE FROM l1")
-                self.db.execute("DELETE FROM l1_docs")
+                n = w.delete_all()
             else:
-                # and every entry stored since the caller looked (by any process): nobody
-                # examined it against this change, so it cannot be carried past it
-                unseen = self.db.execute(
-                    "SELECT key FROM l1 WHERE rowid > ?", (self._examined,)
-                ).fetchall()
-                keys = list(dict.fromkeys([*keys, *(r[0] for r in unseen)]))
+                keys = list(dict.fromkeys([*keys, *w.keys_after(self._examined)]))
                 n = len(keys)
-                self._delete_rows(keys)
-                version = self.db.execute("PRAGMA data_version").fetchone()[0]
-            self.db.execute("INSERT OR REPLACE INTO l1_meta VALUES ('commit', ?)", (commit,))
+                w.delete(keys)
+                w.caught_up()  # inside the transaction: nothing missed
+            w.set_commit(commit)
         if keys is None:
             self._load_all()
         else:
             self._forget(keys)
             self.commit = commit
-            self._data_version = version  # read inside the transaction: nothing missed
         self.invalidated += n
         return n
 
     def invalidate_all(self, commit: int) -> int:
         """Forget every answer (a bulk change)."""
         return self.invalidate(None, commit)
-
-    def _transaction(self) -> contextlib.AbstractContextManager[None]:
-        return write_transaction(self.db)
 
     # -- state --------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -748,17 +791,242 @@ class L1Cache:
         }
 
     def close(self) -> None:
-        """Persist entry frequencies and close the database."""
+        """Persist entry frequencies and release the storage."""
+        self.rows.save_freqs([(k, e.freq) for k, e in self._entries.items()])
+        self.rows.close()
+
+
+_FORMAT = 5  # bump whenever keys or columns change: an older cache is dropped, not misread
+# Row ids are AUTOINCREMENT: never reused, so "stored after id N" means stored after the
+# invalidator looked (a plain rowid reuses the id of a deleted last row).
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS l1_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS l1 (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    key TEXT NOT NULL UNIQUE, scope TEXT NOT NULL, query TEXT NOT NULL,
+    k INTEGER NOT NULL, as_of TEXT,
+    docs TEXT NOT NULL, qvec BLOB, dense_floor REAL NOT NULL, bm25_floor REAL NOT NULL,
+    cands BLOB NOT NULL, bm25_scores BLOB NOT NULL, fused_gap REAL NOT NULL, method TEXT NOT NULL,
+    confidence REAL NOT NULL, tier TEXT NOT NULL, created REAL NOT NULL, freq INTEGER NOT NULL,
+    hits TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS l1_created ON l1(created);
+CREATE TABLE IF NOT EXISTS l1_docs (doc_id TEXT NOT NULL, key TEXT NOT NULL,
+    PRIMARY KEY (doc_id, key)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS l1_docs_key ON l1_docs(key);
+"""
+_COLUMNS = (
+    "id, key, scope, query, k, as_of, docs, qvec, dense_floor, bm25_floor, cands, "
+    "bm25_scores, fused_gap, method, confidence, tier, created, freq"
+)
+# an entry is read only while the cache is at the commit the reader's memory is at
+_AT_COMMIT = "COALESCE(CAST((SELECT value FROM l1_meta WHERE key='commit') AS INTEGER), 0) = ?"
+
+
+def _sqlite_row(r: Sequence[Any]) -> L1Row:
+    rowid, key, scope, text, k, as_of, docs, qvec, dfl, bfl, cands = r[:11]
+    bm25, gap, method, conf, tier, created, freq = r[11:]
+    deps = Deps(
+        frozenset(json.loads(docs)),
+        None if qvec is None else np.frombuffer(qvec, dtype=np.float32),
+        dfl,
+        bfl,
+        np.frombuffer(cands, dtype=np.int64),
+        np.frombuffer(bm25, dtype=np.float32),
+        gap,
+        method,
+    )
+    return L1Row(rowid, key, scope, text, k, as_of, deps, conf, tier, created, freq)
+
+
+class SQLiteL1Rows:
+    """L1 rows in a SQLite file of their own, shared by every process that opens it; another
+    process's commit is noticed through ``PRAGMA data_version`` (no table read).
+
+    Args:
+        path: The SQLite file (``:memory:`` for a private cache).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.db = sqlite3.connect(
+            str(path), check_same_thread=False, isolation_level=None, timeout=30.0
+        )
+        try:
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.executescript(_SCHEMA)
+            row = self.db.execute("SELECT value FROM l1_meta WHERE key='format'").fetchone()
+            if row is None or row[0] != _FORMAT:  # written by another release: start over
+                self.db.executescript(
+                    "DROP TABLE l1; DROP TABLE l1_docs; DELETE FROM l1_meta;" + _SCHEMA
+                )
+                self.db.execute("INSERT INTO l1_meta VALUES ('format', ?)", (_FORMAT,))
+        except BaseException:
+            self.db.close()
+            raise
+        self._data_version = -1
+
+    def _version(self) -> int:
+        return int(self.db.execute("PRAGMA data_version").fetchone()[0])
+
+    def _commit(self) -> int:
+        row = self.db.execute("SELECT value FROM l1_meta WHERE key='commit'").fetchone()
+        return int(row[0]) if row else 0
+
+    def load(self, have: Mapping[str, int]) -> tuple[int, list[L1Row], dict[str, int]]:
+        """The commit, the rows not in ``have`` and every row's id, in one read transaction."""
+        # one snapshot: the commit and the rows that belong to it (another process may
+        # invalidate and store answers of the next commit between two statements)
+        self.db.execute("BEGIN")
+        try:
+            commit = self._commit()
+            present = {k: int(i) for k, i in self.db.execute("SELECT key, id FROM l1")}
+            want = [i for k, i in present.items() if have.get(k) != i]
+            if len(want) > len(present) // 2:
+                missing = set(want)
+                cur = self.db.execute("SELECT " + _COLUMNS + " FROM l1")
+                rows = [_sqlite_row(r) for r in cur if r[0] in missing]
+            else:
+                rows = []
+                for i in range(0, len(want), 500):
+                    part = want[i : i + 500]
+                    sql = f"SELECT {_COLUMNS} FROM l1 WHERE id IN ({','.join('?' * len(part))})"
+                    rows += [_sqlite_row(r) for r in self.db.execute(sql, part)]
+            self._data_version = self._version()
+        finally:
+            self.db.execute("COMMIT")
+        return commit, rows, present
+
+    def changed(self) -> int | None:
+        """The commit when another connection committed since the last look, else None."""
+        version = self._version()
+        if version == self._data_version:
+            return None
+        self._data_version = version
+        return self._commit()
+
+    def rows_after(self, row_id: int, commit: int) -> list[L1Row]:
+        """Rows past ``row_id`` while the cache is at ``commit``."""
+        sql = "SELECT " + _COLUMNS + " FROM l1 WHERE id > ? AND " + _AT_COMMIT
+        return [_sqlite_row(r) for r in self.db.execute(sql, (row_id, commit))]
+
+    def hits(self, key: str) -> str | None:
+        """An entry's hits as JSON, or None."""
+        row = self.db.execute("SELECT hits FROM l1 WHERE key=?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def keys_for_docs(self, doc_ids: list[str]) -> set[str]:
+        """Keys of entries with a hit from these documents."""
+        out: set[str] = set()
+        for i in range(0, len(doc_ids), 500):
+            part = doc_ids[i : i + 500]
+            sql = f"SELECT key FROM l1_docs WHERE doc_id IN ({','.join('?' * len(part))})"
+            out.update(r[0] for r in self.db.execute(sql, part))
+        return out
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[_SQLiteWriter]:
+        """``BEGIN IMMEDIATE``: one writer at a time, committed at the end."""
+        with write_transaction(self.db):
+            yield _SQLiteWriter(self)
+
+    def save_freqs(self, freqs: list[tuple[str, int]]) -> None:
+        """Persist use counts (ignored if the file cannot be written)."""
         with contextlib.suppress(sqlite3.Error):
-            self.db.executemany(
-                "UPDATE l1 SET freq=? WHERE key=?", [(e.freq, k) for k, e in self._entries.items()]
-            )
+            self.db.executemany("UPDATE l1 SET freq=? WHERE key=?", [(n, k) for k, n in freqs])
+
+    def close(self) -> None:
+        """Close the database."""
         self.db.close()
+
+
+class _SQLiteWriter:
+    def __init__(self, rows: SQLiteL1Rows) -> None:
+        self._rows = rows
+        self.db = rows.db
+
+    def commit(self) -> int:
+        return self._rows._commit()
+
+    def others_wrote(self) -> bool:
+        return self._rows._version() != self._rows._data_version
+
+    def rows_after(self, row_id: int) -> list[L1Row]:
+        sql = "SELECT " + _COLUMNS + " FROM l1 WHERE id > ?"
+        return [_sqlite_row(r) for r in self.db.execute(sql, (row_id,))]
+
+    def keys_after(self, row_id: int) -> list[str]:
+        return [r[0] for r in self.db.execute("SELECT key FROM l1 WHERE id > ?", (row_id,))]
+
+    def store(self, row: L1Row, hits: str) -> int:
+        deps = row.deps
+        qvec = None if deps.qvec is None else np.asarray(deps.qvec, np.float32).tobytes()
+        self.db.execute("DELETE FROM l1_docs WHERE key=?", (row.key,))
+        self.db.execute(
+            "INSERT OR REPLACE INTO l1 (key, scope, query, k, as_of, docs, qvec, dense_floor, "
+            "bm25_floor, cands, bm25_scores, fused_gap, method, confidence, tier, created, freq, "
+            "hits) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                row.key, row.scope, row.text, row.k, row.as_of, json.dumps(sorted(deps.docs)),
+                qvec, deps.dense_floor, deps.bm25_floor,
+                np.asarray(deps.cands, np.int64).tobytes(),
+                np.asarray(deps.bm25_scores, np.float32).tobytes(),
+                deps.fused_gap, deps.method, row.confidence, row.tier, row.created, row.freq, hits,
+            ),
+        )  # fmt: skip
+        self.db.executemany(
+            "INSERT OR IGNORE INTO l1_docs VALUES (?, ?)", [(d, row.key) for d in deps.docs]
+        )
+        return int(self.db.execute("SELECT id FROM l1 WHERE key=?", (row.key,)).fetchone()[0])
+
+    def delete(self, keys: list[str]) -> None:
+        for i in range(0, len(keys), 500):
+            part = keys[i : i + 500]
+            marks = ",".join("?" * len(part))
+            self.db.execute(f"DELETE FROM l1 WHERE key IN ({marks})", part)
+            self.db.execute(f"DELETE FROM l1_docs WHERE key IN ({marks})", part)
+
+    def delete_all(self) -> int:
+        n = int(self.db.execute("SELECT COUNT(*) FROM l1").fetchone()[0])
+        self.db.execute("DELETE FROM l1")
+        self.db.execute("DELETE FROM l1_docs")
+        return n
+
+    def set_commit(self, commit: int) -> None:
+        self.db.execute("INSERT OR REPLACE INTO l1_meta VALUES ('commit', ?)", (commit,))
+
+    def caught_up(self) -> None:
+        self._rows._data_version = self._rows._version()
+
+
+class L1Cache(L1Memory):
+    """Query cache: a memory hot set over a durable SQLite table shared by every process.
+
+    Args:
+        path: The SQLite file (its own file, so cache writes never contend with the archive).
+        capacity: Most entries kept; past it, the least frequently used tenth is evicted.
+        ttl_s: Seconds an entry stays valid.
+        hot: Most entries whose hits are held in memory.
+        fuzzy: Whether near-duplicate (typo-level) matching is on.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        capacity: int = 10_000,
+        ttl_s: float = 86_400.0,
+        hot: int = 2_000,
+        fuzzy: bool = True,
+    ) -> None:
+        self._sqlite = SQLiteL1Rows(path)
+        self.db = self._sqlite.db
+        super().__init__(self._sqlite, capacity, ttl_s, hot, fuzzy)
 
 
 class AnswerCache(Protocol):
     """The L1 hot cache's persistent part, as the engine uses it. :class:`L1Cache` (its own
-    SQLite file beside the store) is the embedded implementation.
+    SQLite file beside the store) is the embedded implementation;
+    :class:`~pensive_core.storage.pg_cache.PostgresL1Cache` the Postgres one.
 
     Attributes:
         commit: The store commit the cache's entries were last brought level with.

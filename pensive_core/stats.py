@@ -13,7 +13,7 @@ import numpy as np
 
 from .archive import write_transaction
 
-__all__ = ["QueryStats", "RouterStats"]
+__all__ = ["CountRows", "QueryStats", "RouterStats", "SQLiteCountRows", "TierStats"]
 
 
 class QueryStats(Protocol):
@@ -60,15 +60,26 @@ def _hist_percentile(counts: Mapping[int, int], q: float) -> float:
     return float(_LAT_EDGES[-1])
 
 
-class RouterStats:
-    """Per-tier query counts, latency and confidence histograms.
+class CountRows(Protocol):
+    """Where lifetime counts are kept, shared by every process: ``(tier, kind, bucket, count)``
+    rows, ``kind`` being ``"latency"`` or ``"confidence"``. :class:`SQLiteCountRows` is the
+    embedded one."""
 
-    Recent latencies (this process) are kept exactly; lifetime histograms are shared by every
-    process through a SQLite table and flushed every ``flush_every`` queries and on close.
+    def add(self, counts: list[tuple[str, str, int, int]]) -> bool:
+        """Add counts to the stored ones in one transaction; False if they could not be
+        written (the caller keeps them for the next try)."""
+        ...
+
+    def read(self) -> list[tuple[str, str, int, int]]:
+        """Every stored count."""
+        ...
+
+
+class SQLiteCountRows:
+    """Lifetime counts in a ``router_stats`` table of a SQLite connection (made if absent).
 
     Args:
-        db: A SQLite connection (the archive's) to keep lifetime figures in; None for memory only.
-        flush_every: Queries between flushes.
+        db: A connection opened with ``isolation_level=None``.
     """
 
     _SCHEMA = (
@@ -76,14 +87,48 @@ class RouterStats:
         "bucket INTEGER NOT NULL, count INTEGER NOT NULL, PRIMARY KEY (tier, kind, bucket))"
     )
 
-    def __init__(self, db: sqlite3.Connection | None, flush_every: int = 256) -> None:
+    def __init__(self, db: sqlite3.Connection) -> None:
         self.db = db
+        db.execute(self._SCHEMA)
+
+    def add(self, counts: list[tuple[str, str, int, int]]) -> bool:
+        """Add counts (False when SQLite refuses: a locked or full database)."""
+        try:
+            with write_transaction(self.db):
+                self.db.executemany(
+                    "INSERT INTO router_stats VALUES (?, ?, ?, ?) ON CONFLICT(tier, kind, bucket) "
+                    "DO UPDATE SET count = count + excluded.count",
+                    counts,
+                )
+        except sqlite3.Error:
+            return False
+        return True
+
+    def read(self) -> list[tuple[str, str, int, int]]:
+        """Every stored count."""
+        return [
+            (t, k, int(b), int(n))
+            for t, k, b, n in self.db.execute("SELECT tier, kind, bucket, count FROM router_stats")
+        ]
+
+
+class TierStats:
+    """Per-tier query counts, latency and confidence histograms over any :class:`CountRows`.
+
+    Recent latencies (this process) are kept exactly; lifetime histograms are shared by every
+    process through the rows, added to them every ``flush_every`` queries and on close.
+
+    Args:
+        rows: Where lifetime counts are kept; None for memory only.
+        flush_every: Queries between flushes.
+    """
+
+    def __init__(self, rows: CountRows | None, flush_every: int = 256) -> None:
+        self.rows = rows
         self.flush_every = flush_every
         self.recent: dict[str, deque[float]] = {}
         self._pending: dict[tuple[str, str, int], int] = {}
         self._n_pending = 0
-        if db is not None:
-            db.execute(self._SCHEMA)
 
     def record(self, tier: str, latency_ms: float, confidence: float) -> None:
         """Count one answered query."""
@@ -99,25 +144,19 @@ class RouterStats:
             self.flush()
 
     def flush(self) -> None:
-        """Add this process's unflushed counts to the shared table."""
-        if self.db is None or not self._pending:
+        """Add this process's unflushed counts to the shared rows (kept pending if they cannot
+        be written: the next flush tries again)."""
+        if self.rows is None or not self._pending:
             return
-        try:
-            with write_transaction(self.db):
-                self.db.executemany(
-                    "INSERT INTO router_stats VALUES (?, ?, ?, ?) ON CONFLICT(tier, kind, bucket) "
-                    "DO UPDATE SET count = count + excluded.count",
-                    [(t, k, b, n) for (t, k, b), n in self._pending.items()],
-                )
-        except sqlite3.Error:
-            return  # kept pending: the next flush tries again
+        if not self.rows.add([(t, k, b, n) for (t, k, b), n in sorted(self._pending.items())]):
+            return
         self._pending = {}
         self._n_pending = 0
 
     def _lifetime(self) -> dict[tuple[str, str, int], int]:
         out = dict(self._pending)
-        if self.db is not None:
-            for t, k, b, n in self.db.execute("SELECT tier, kind, bucket, count FROM router_stats"):
+        if self.rows is not None:
+            for t, k, b, n in self.rows.read():
                 out[(t, k, b)] = out.get((t, k, b), 0) + n
         return out
 
@@ -154,6 +193,19 @@ class RouterStats:
                 "confidence": conf.get(tier, [0] * _CONF_BINS),
             }
         return out
+
+
+class RouterStats(TierStats):
+    """Per-tier query statistics with lifetime counts in the store's SQLite file.
+
+    Args:
+        db: A SQLite connection (the archive's) to keep lifetime figures in; None for memory only.
+        flush_every: Queries between flushes.
+    """
+
+    def __init__(self, db: sqlite3.Connection | None, flush_every: int = 256) -> None:
+        super().__init__(None if db is None else SQLiteCountRows(db), flush_every)
+        self.db = db
 
 
 def _exact(values: Iterable[float]) -> dict[str, float]:

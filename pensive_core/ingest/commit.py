@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import hooks
 from ..archive import INDEXED
-from ..errors import StorageError
+from ..errors import BackendError, StorageError
 from ..files import disk_error
 from ..types import Document
 from .changes import ChangeSet
@@ -207,7 +207,7 @@ class Committer:
                 with hooks.announce("l1-invalidate"):
                     try:
                         self.invalidation.invalidate(commit, changes)
-                    except (sqlite3.Error, OSError) as exc:
+                    except (sqlite3.Error, OSError, BackendError) as exc:
                         # the change is committed: a cache that cannot be written (a full
                         # disk) must not make it look failed; this process stops using the
                         # cache, and others never serve it (its commit is not the store's)

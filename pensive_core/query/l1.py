@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..cache import Cached, Deps, QueryKey, chunk_hashes, make_key
+from ..errors import BackendError
 from ..filters import canonical
 from ..fusion import Fused
 from ..timeutil import to_iso
@@ -64,8 +65,9 @@ class CacheStage:
         l1 = comps.l1
         if l1 is None:
             return None
-        # catch up with other processes (one PRAGMA when none wrote): their invalidations,
-        # their answers, and a cache a failed change set aside (its commit moved back)
+        # catch up with other processes (one PRAGMA, or one Postgres round trip, when none
+        # wrote): their invalidations, their answers, and a cache a failed change set aside
+        # (its commit moved back)
         l1.sync()
         if l1.commit != comps.commit_no or req.context or comps.learning is not None:
             return None
@@ -88,7 +90,7 @@ class CacheStage:
         assert self._comps.l1 is not None
         try:
             self._comps.l1.put(qk, hits, confidence, tier, deps, self._comps.commit_no)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, BackendError) as exc:  # SQLite's, or a Postgres cache's
             log.warning("an answer was not cached (%s): the L1 cache could not be written", exc)
 
     def deps(

@@ -20,6 +20,14 @@ except ImportError as exc:
 
 from .archive import ArchiveFactory, DocumentStoreTests
 from .backends import DIM, BackendFactory, VectorBackendTests, unit_vectors
+from .cache import (
+    AnswerCacheTests,
+    CacheFactory,
+    ContextsFactory,
+    ContextStoreTests,
+    QueryStatsTests,
+    StatsFactory,
+)
 from .graph import GraphFactory, GraphTablesTests, LearningFactory, LearningTablesTests
 from .items import ItemRecordsTests, ItemsFactory, LLMCacheRecordsTests, RecordsFactory
 from .memory import CatalogFactory, SessionCatalogTests, TurnsFactory, TurnStoreTests
@@ -27,7 +35,13 @@ from .sparse import IndexFactory, SparseIndexTests, reference_scores
 from .temporal import TemporalFactory, TemporalTablesTests
 
 __all__ = [
+    "AnswerCacheTests",
     "ArchiveFactory",
+    "CacheFactory",
+    "ContextStoreTests",
+    "ContextsFactory",
+    "QueryStatsTests",
+    "StatsFactory",
     "DIM",
     "BackendFactory",
     "CatalogFactory",

@@ -197,7 +197,13 @@ def test_public_names_are_pinned():
     import pensive_core.testing as testing
 
     assert set(testing.__all__) == {
+        "AnswerCacheTests",
         "ArchiveFactory",
+        "CacheFactory",
+        "ContextStoreTests",
+        "ContextsFactory",
+        "QueryStatsTests",
+        "StatsFactory",
         "DIM",
         "DocumentStoreTests",
         "BackendFactory",
@@ -228,7 +234,8 @@ def test_public_names_are_pinned():
     assert not [n for n in dir(testing.DocumentStoreTests) if n.startswith("Test")]
     for suite in ("TurnStoreTests", "SessionCatalogTests", "ItemRecordsTests",
                   "LLMCacheRecordsTests", "GraphTablesTests", "LearningTablesTests",
-                  "TemporalTablesTests"):  # fmt: skip
+                  "TemporalTablesTests", "AnswerCacheTests", "QueryStatsTests",
+                  "ContextStoreTests"):  # fmt: skip
         assert not [n for n in dir(getattr(testing, suite)) if n.startswith("Test")]
 
 
