@@ -34,7 +34,7 @@ KEY = "reliability-bench-" + "k" * 24
 AUTH = {"Authorization": f"Bearer {KEY}"}
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -55,7 +55,7 @@ def _serve(store: Path, port: int) -> subprocess.Popen[bytes]:
     return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
-def _wait_ready(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 600) -> None:
+def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 600) -> None:
     deadline = time.time() + timeout_s
     while time.time() < deadline:
         if proc.poll() is not None:
@@ -136,15 +136,15 @@ class _Load:
             "seconds": round(wall, 2),
             "requests": ops + len(self.errors),
             "throughput_rps": round(ops / wall, 2),
-            "queries": _summary(self.lat["query"]),
-            "ingests": _summary(self.lat["ingest"]),
+            "queries": summary(self.lat["query"]),
+            "ingests": summary(self.lat["ingest"]),
             "tiers": dict(sorted(self.tiers.items())),
             "errors": len(self.errors),
             "error_examples": self.errors[:5],
         }
 
 
-def _summary(ms: list[float]) -> dict[str, Any]:
+def summary(ms: list[float]) -> dict[str, Any]:
     if not ms:
         return {"n": 0}
     a = np.asarray(ms)
@@ -212,11 +212,11 @@ def main() -> None:
         f"{len(fresh)} held out for ingests"
     )
 
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     proc = _serve(store, port)
     try:
-        _wait_ready(url, proc)
+        wait_ready(url, proc)
         with httpx.Client(base_url=url, headers=AUTH, timeout=120) as http:  # warm the model
             http.post("/v1/query", json={"text": claims[0]})
         baseline = _Load(url, claims, [], 0.0, args.seed).run(args.clients, args.baseline_seconds)

@@ -93,15 +93,31 @@ def _open(
 
     folder = _folder(store, namespace)
     missing = NotFoundError(f"no Pensive store at {folder} (create one with pensive ingest)")
-    if must_exist and not (folder / "pensive.sqlite").is_file():
-        raise missing
     config = _config_path(config)
+    if must_exist and not _exists(folder, config):
+        raise missing
     try:
         return Pensive(folder, config=str(config) if config else None, read_only=read_only)
     except NotFoundError:
         if not read_only:
             raise
         raise missing from None
+
+
+def _exists(folder: Path, config: Path | None) -> bool:
+    """Whether a store exists for ``folder`` on the engine the config names (for Postgres,
+    in its schema: the folder itself may be empty)."""
+    from .config import load_config
+    from .storage import open_storage
+
+    cfg = load_config(str(config) if config else None).storage
+    if cfg.engine == "embedded":
+        return (folder / "pensive.sqlite").is_file()
+    storage = open_storage(cfg, folder, read_only=True)
+    try:
+        return storage.exists()
+    finally:
+        storage.close()
 
 
 def _json_default(value: Any) -> Any:
@@ -528,6 +544,45 @@ def reindex(
         f"in {report['seconds']:.1f}s ({before} before, {after} after"
         + (f", {report['embedded']} embedded" if report["embedded"] else "")
         + ")"
+    )
+
+
+@app.command()
+def migrate(
+    to: str = typer.Option(
+        ..., "--to", help="The storage engine to move to: postgres or embedded."
+    ),
+    store: Path | None = StoreOpt,
+    config: Path | None = ConfigOpt,
+    namespace: str = NamespaceOpt,
+    dsn: str | None = typer.Option(
+        None,
+        "--dsn",
+        help="The Postgres connection string (--to postgres); without a password "
+        "(PGPASSWORD or ~/.pgpass). Default: [storage] dsn or PENSIVE_STORAGE__DSN.",
+    ),
+    schema: str | None = typer.Option(
+        None, "--schema", help="The Postgres schema of the store (default: pensive)."
+    ),
+) -> None:
+    """Copy the store to another storage engine (no re-embedding), compare the copy's
+    counts and answers with the original's, then mark the original as moved."""
+    from .storage.migrate import migrate_store
+
+    folder = _folder(store, namespace)
+    config = _config_path(config)
+    options = {"dsn": dsn, "schema_name": schema} if to == "postgres" else {}
+    options = {k: v for k, v in options.items() if v}  # (else PENSIVE_STORAGE__DSN, the default)
+    if not _exists(folder, config):
+        raise NotFoundError(f"no Pensive store at {folder} to migrate")
+    report = migrate_store(folder, to, config=str(config) if config else None, storage=options)
+    console.print(
+        f"moved {report['documents']} documents, {report['passages']} passages and "
+        f"{report['vectors']} vectors to the {to} engine in {report['seconds']:.1f}s "
+        f"({report['embedded']} embedded again); {report['questions']} questions answered "
+        "alike; the old copy now opens read-only",
+        markup=False,
+        highlight=False,
     )
 
 

@@ -13,6 +13,7 @@ too (``Pensive.components``); the stages are the only writers.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -24,7 +25,14 @@ from typing import Any
 from .archive import DocumentStore
 from .backends.base import VectorBackend
 from .cache import AnswerCache
-from .config import STRUCTURAL_KEYS, PensiveConfig, get_key, load_config
+from .config import (
+    STRUCTURAL_KEYS,
+    PensiveConfig,
+    get_key,
+    load_config,
+    saved_config,
+    shared_backend,
+)
 from .context.base import ContextGenerator
 from .embedders.base import Embedder, QueryCache
 from .embedders.registry import create_embedder
@@ -218,8 +226,10 @@ class Components:
                 time.sleep(0.02)
 
     def refresh(self) -> None:
-        """Readers: reload the indexes when the writer has committed since the last look."""
-        if not self.read_only:
+        """Reload the indexes when another process has committed since the last look: a
+        reader of the embedded engine (its one writer is elsewhere), and every process of an
+        engine several processes write (Postgres replicas)."""
+        if not self.read_only and not getattr(self.storage, "shared", False):
             return
         version = self.archive.data_version()
         if version == self.data_version:
@@ -334,11 +344,30 @@ def open_components(
     """
     if path.exists() and not path.is_dir():
         raise InputError(f"store path {path} exists and is not a folder")
-    engine = load_config(config).storage.engine  # the given config (and environment) decide
-    storage = open_storage(engine, path, read_only)
+    given = load_config(config)  # the given config (and environment) say where the store is
+    storage = open_storage(given.storage, path, read_only)
     if read_only and not storage.exists():
         raise NotFoundError(f"no Pensive store at {path} to open read-only")
     path.mkdir(parents=True, exist_ok=True)
+    # where several processes write one store, opening for writing (which may rebuild the
+    # graph or statements from the archive) waits for another's change in flight
+    opening = storage.writing() if not read_only else contextlib.nullcontext()
+    try:
+        with opening:
+            return _open_parts(storage, path, config, read_only, plugins, make_contexts)
+    except BaseException:
+        storage.close()  # (closing twice is harmless)
+        raise
+
+
+def _open_parts(
+    storage: StorageEngine,
+    path: Path,
+    config: Any,
+    read_only: bool,
+    plugins: Plugins,
+    make_contexts: Any,
+) -> Components:
     storage.lock_writer()
     try:
         archive = storage.open_archive()
@@ -348,7 +377,16 @@ def open_components(
     comps: Components | None = None
     try:
         saved = archive.get_meta("config")
+        moved = archive.get_meta("moved_to")
+        if moved and not read_only:
+            raise ConfigError(
+                f"the store at {path} was moved to the {moved.get('engine')} engine "
+                f"({moved.get('where')}) by `pensive migrate` at {moved.get('at')}: open it "
+                f'with [storage] engine = "{moved.get("engine")}"; this copy opens read-only'
+            )
         cfg = load_config(config, base=saved)
+        if saved is None and getattr(storage, "shared", False):
+            cfg = shared_backend(cfg, config)
         comps = Components(
             path=path,
             config=cfg,
@@ -392,7 +430,7 @@ def open_components(
             comps.embedder.share(plugins.embedder)
         if saved is None and not read_only:
             # saved last: a config refused above (a plug-in that cannot be built) is not kept
-            archive.set_meta("config", cfg.model_dump())
+            archive.set_meta("config", saved_config(cfg))
         return comps
     except BaseException:
         if comps is not None and comps.l1 is not None:

@@ -31,6 +31,8 @@ __all__ = [
     "FusionConfig",
     "RouterConfig",
     "load_config",
+    "saved_config",
+    "shared_backend",
     "STRUCTURAL_KEYS",
     "ChromaConfig",
     "GraphConfig",
@@ -526,9 +528,25 @@ class ServerConfig(_Section):
 
 class StorageConfig(_Section):
     """Where the store's persistent parts live: ``"embedded"`` (SQLite and files in the store
-    folder, one writer process; the only engine so far)."""
+    folder, one writer process) or ``"postgres"`` (every part in one Postgres with pgvector,
+    shared by any number of processes; see :mod:`pensive_core.storage.postgres`).
 
-    engine: Literal["embedded"] = "embedded"
+    ``dsn`` is never saved with the store (it says where the store is, and may hold a
+    password when it comes from ``PENSIVE_STORAGE__DSN``); put the password in
+    ``PGPASSWORD`` or ``~/.pgpass`` rather than in a config file."""
+
+    engine: Literal["embedded", "postgres"] = "embedded"
+    dsn: str = ""  # "host=db.internal dbname=pensive user=app" or postgresql://app@db/pensive
+    # the default namespace's Postgres schema; another namespace's is "{schema}__{namespace}"
+    schema_name: str = Field("pensive", pattern=r"^[a-z][a-z0-9_]{0,39}$")
+    connect_timeout_s: float = Field(10.0, gt=0, le=600)
+
+    @field_validator("schema_name")
+    @classmethod
+    def _one_reading(cls, v: str) -> str:
+        if "__" in v or v.endswith("_"):
+            raise ValueError("no '__' and no trailing '_': '{schema}__{namespace}' names one")
+        return v
 
 
 class PensiveConfig(_Section):
@@ -662,6 +680,30 @@ def load_config(
         return PensiveConfig.model_validate(merged)
     except ValidationError as exc:
         raise ConfigError(f"invalid configuration: {_format_validation(exc)}") from None
+
+
+def saved_config(cfg: PensiveConfig) -> dict[str, Any]:
+    """The config as a store saves it: everything but where the store is (``storage.dsn``,
+    which may hold a password and differs between machines)."""
+    out = cfg.model_dump()
+    out["storage"]["dsn"] = ""
+    return out
+
+
+def shared_backend(cfg: PensiveConfig, given: Any) -> PensiveConfig:
+    """A new store of an engine several processes share keeps its vectors in that engine
+    (``pgvector``) unless the caller's config or environment names a backend: the default
+    FAISS files would live in one machine's folder.
+
+    Args:
+        cfg: The effective config of a store being created.
+        given: What the caller passed (dict, TOML path, None).
+    """
+    named = read_config_source(given).get("backend", {})
+    from_env = env_overrides(os.environ).get("backend", {})
+    if (isinstance(named, Mapping) and "name" in named) or "name" in from_env:
+        return cfg
+    return cfg.model_copy(update={"backend": cfg.backend.model_copy(update={"name": "pgvector"})})
 
 
 def get_key(cfg: PensiveConfig, dotted: str) -> Any:

@@ -125,7 +125,10 @@ class Pensive:
             self._closed = False
             if not self.read_only:
                 try:
-                    self.recovered = committer.recover(self._ingest.run)
+                    # under the change lock: where several processes write, a dirty mark may
+                    # be another's change in flight, not one left by a crash
+                    with comps.lock, comps.storage.writing():
+                        self.recovered = committer.recover(self._ingest.run)
                 except BaseException:
                     self._closed = True
                     comps.close()
@@ -574,7 +577,7 @@ class Pensive:
                     self._memory.close()
                     if not self.read_only:
                         if not self._committer.abandoned:  # an abandoned change never commits
-                            with self._committer.abandoning():
+                            with comps.storage.writing(), self._committer.abandoning():
                                 self._committer.commit()
                         if comps.backend is not None:
                             comps.backend.close()

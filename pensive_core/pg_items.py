@@ -102,6 +102,12 @@ class PostgresItemTable:
             )
 
     # -- writes -------------------------------------------------------------------------------
+
+    @property
+    def tables(self) -> PgTables:
+        """The tables and their connection (tools and tests reach the connection here)."""
+        return self._t
+
     def transaction(self) -> AbstractContextManager[None]:
         """One write transaction: committed when the block ends, rolled back whole if it
         raises (a nested one joins the outer)."""
@@ -276,6 +282,11 @@ class PostgresLLMCacheRecords:
                     "CREATE INDEX IF NOT EXISTS {llm_cache_llm} ON {llm_cache} (llm)",
                 ]
             )
+
+    @property
+    def tables(self) -> PgTables:
+        """The tables and their connection (tools and tests reach the connection here)."""
+        return self._t
 
     def get(self, key: str) -> str | None:
         """The value stored at ``key`` (JSON text), or None."""

@@ -72,6 +72,11 @@ class PensiveCache(BaseCache):
                     "PensiveCache needs pensive (a Pensive store) or path (a SQLite file), "
                     f"got pensive={pensive!r}, path=None"
                 )
+            storage = getattr(getattr(pensive, "components", None), "storage", None)
+            if storage is not None and getattr(storage, "shared", False):
+                # a store several replicas share keeps the cache where they all see it
+                self._cache = LLMCache(records=storage.open_llm_cache_records())
+                return
             file = Path(pensive.path) / FILENAME
         else:
             file = Path(path).expanduser()
@@ -80,8 +85,8 @@ class PensiveCache(BaseCache):
         self._cache = LLMCache(file)
 
     @property
-    def path(self) -> Path:
-        """The SQLite file."""
+    def path(self) -> Path | None:
+        """The SQLite file (None when the store's engine keeps the cache, as Postgres does)."""
         return self._cache.path
 
     def lookup(self, prompt: str, llm_string: str) -> RETURN_VAL_TYPE | None:

@@ -156,6 +156,8 @@ class PgvectorBackend:
         folder: Unused (nothing is kept locally); accepted like every backend's.
         dim: Vector dimension.
         options: The ``[backend.pgvector]`` section.
+        dsn: A connection string that overrides the section's (the Postgres storage engine
+            passes its own, scoped to the store's schema).
 
     Raises:
         MissingDependencyError: If ``psycopg`` or ``pgvector`` is not installed (extra
@@ -170,7 +172,11 @@ class PgvectorBackend:
     kind = "hnsw"  # unfiltered searches walk an HNSW graph: approximate
 
     def __init__(
-        self, folder: Path | None, dim: int, options: PgvectorConfig | Mapping[str, Any] | None
+        self,
+        folder: Path | None,
+        dim: int,
+        options: PgvectorConfig | Mapping[str, Any] | None,
+        dsn: str | None = None,
     ) -> None:
         psycopg_module("The pgvector backend")
         register = _adapters()
@@ -178,6 +184,7 @@ class PgvectorBackend:
             options = PgvectorConfig(**options)
         self.cfg = options or PgvectorConfig()
         self.dim = dim
+        conninfo = dsn if dsn is not None else where_dsn(self.cfg)
 
         def setup(conn: Any) -> None:
             try:
@@ -185,14 +192,13 @@ class PgvectorBackend:
                 register(conn)
             except Exception as exc:
                 raise BackendError(
-                    f"Postgres at {describe(dsn)} has no usable pgvector extension "
+                    f"Postgres at {describe(conninfo)} has no usable pgvector extension "
                     f"({first_line(exc)}); install pgvector >= 0.5 and run CREATE EXTENSION "
                     "vector"
                 ) from None
 
-        dsn = where_dsn(self.cfg)
         self._pg = PgConnection(
-            dsn,
+            conninfo,
             "The pgvector backend",
             self.cfg.connect_timeout_s,
             setup,

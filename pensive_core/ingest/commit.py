@@ -59,6 +59,7 @@ class Committer:
         self.stuck: set[str] = set()
         # the archive confirmed this commit (set between its mark and the end of the commit)
         self._committed: int | None = None
+        self._catching_up = False  # recovery started by catch_up runs changes of its own
 
     @contextmanager
     def abandoning(self) -> Iterator[None]:
@@ -156,6 +157,23 @@ class Committer:
             with contextlib.suppress(Exception):
                 comps.l1.close()
             comps.l1 = None
+
+    def catch_up(self, reindex: Callable[[list[Document]], Any]) -> None:
+        """At the start of a change, on an engine several processes write (its change lock
+        held): see what other processes committed, and finish a change one of them left
+        half done when it died (its dirty mark outlived its lock), as an embedded store's
+        next open does."""
+        comps = self.comps
+        if not getattr(comps.storage, "shared", False) or self._catching_up:
+            return
+        self._catching_up = True
+        try:
+            comps.refresh()
+            if comps.archive.is_dirty():
+                log.warning("another process left a change half done: finishing it")
+                self.recover(reindex)
+        finally:
+            self._catching_up = False
 
     def finish_abandoned(self, reindex: Callable[[list[Document]], Any]) -> None:
         """Before a new change: finish one a failure left (through ``reindex``)."""

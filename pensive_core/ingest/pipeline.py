@@ -69,7 +69,8 @@ class IngestPipeline:
         stages: dict[str, float] = dict.fromkeys(STAGES, 0.0)
         comps = self.comps
         committer = self.committer
-        with comps.lock:
+        with comps.lock, comps.storage.writing():
+            committer.catch_up(self.run)
             committer.finish_abandoned(self.run)
             with committer.abandoning():  # its dirty mark is a write too (a full disk)
                 committer.before_change()
@@ -224,7 +225,8 @@ class IngestPipeline:
             NotFoundError: If no document has that id.
         """
         comps = self.comps
-        with comps.lock:
+        with comps.lock, comps.storage.writing():
+            self.committer.catch_up(self.run)
             self.committer.finish_abandoned(self.run)
             if comps.archive.fingerprint(doc_id) is None:
                 raise NotFoundError(f"no document with id {doc_id!r} in {comps.path}")

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..backends.base import VectorBackend
-from ..config import load_config
+from ..config import load_config, saved_config
 from ..context.base import join_context
 from ..embedders.base import checked
 from ..errors import BackendError, ConfigError
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ..components import Components
     from ..types import Document
 
-__all__ = ["move_vectors"]
+__all__ = ["copy_vectors", "move_vectors"]
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +47,10 @@ def move_vectors(
     """
     t0 = time.perf_counter()
     storage = comps.storage
-    with comps.lock:
+    with comps.lock, storage.writing():
         # a change that failed earlier is finished first (through ``finish``, an ingest):
         # this commit must not confirm documents whose passages no index holds
+        committer.catch_up(finish)
         committer.finish_abandoned(finish)
         old_cfg = comps.config.backend
         raw = comps.config.model_dump()
@@ -73,7 +74,7 @@ def move_vectors(
         if dim is not None:
             dest = storage.open_vectors(to, int(dim), getattr(new_cfg.backend, to, None), place)
             try:
-                report.update(_copy_vectors(comps, dest, ns_old, ns_new, batch_size))
+                report.update(copy_vectors(comps, dest, ns_old, ns_new, batch_size))
                 _verify_count(dest, ns_new, report["vectors"], verify_timeout_s)
             except BaseException:
                 dest.close()
@@ -81,7 +82,7 @@ def move_vectors(
                 raise
         old_place = storage.vectors_place()
         with comps.archive.transaction():  # the switch is one write: all of it or none
-            comps.archive.set_meta("config", new_cfg.model_dump())
+            comps.archive.set_meta("config", saved_config(new_cfg))
             comps.archive.set_meta("backend", to)
             comps.archive.set_meta("vectors_dir", place)
         if comps.backend is not None:
@@ -98,9 +99,15 @@ def move_vectors(
     return report
 
 
-def _copy_vectors(
+def copy_vectors(
     comps: Components, dest: VectorBackend, ns_old: str, ns_new: str, batch_size: int
 ) -> dict[str, int]:
+    """Copy the stored vectors of every indexed passage into ``dest`` (an empty namespace),
+    embedding only those the old index lacks; returns ``vectors`` copied and ``embedded``.
+
+    Raises:
+        BackendError: If ``dest`` already holds vectors in ``ns_new``.
+    """
     already = dest.count(namespace=ns_new)
     if already:
         raise BackendError(

@@ -24,7 +24,6 @@ session needs of the store that owns it comes through a :class:`~.host.SessionHo
 from __future__ import annotations
 
 import logging
-import shutil
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
@@ -138,7 +137,7 @@ class Conversation:
 
     # -- opening ----------------------------------------------------------------------------
     def _open_log(self) -> None:
-        self._turnlog = self._host.open_turn_log(self.folder)
+        self._turnlog = self._host.open_turn_log(self._info)
         if self.read_only or self._turnlog is None:
             return
         self._segments.last_shift = self._turnlog.last_shift()
@@ -568,7 +567,7 @@ class Conversation:
             self._check_writable()
             n = len(self)
             self._release()
-            shutil.rmtree(self.folder, ignore_errors=True)
+            self._host.drop_session(self._info)
             self._hv = None
             self._segments.forget()
             self._last = None

@@ -73,11 +73,25 @@ class SessionHost(Protocol):
         """
         ...
 
-    def open_turn_log(self, folder: Path) -> TurnStore | None:
+    def store_exists(self, folder: Path, config: Mapping[str, Any]) -> bool:
+        """Whether one of a session's own stores in ``folder`` has been made (a read-only
+        session does not make one).
+
+        Args:
+            folder: Where the store lives.
+            config: The store's configuration (as for :meth:`open_store`).
+        """
+        ...
+
+    def drop_session(self, info: SessionInfo) -> None:
+        """Delete what a session keeps: its log and its own stores."""
+        ...
+
+    def open_turn_log(self, info: SessionInfo) -> TurnStore | None:
         """Open (or, unless read-only, create) a session's log of turns, summaries and pins.
 
         Args:
-            folder: The session's folder.
+            info: The session's registration.
 
         Returns:
             The log, read-only when the owner is; None when read-only and there is none yet.

@@ -76,11 +76,10 @@ class SessionIndex:
         """The store of turns (None for a read-only session that has never been written)."""
         if self._turns is None:
             folder = self.folder / "index"
-            if self._host.read_only and not (folder / "pensive.sqlite").is_file():
+            cfg = session_config(self._host.config)
+            if self._host.read_only and not self._host.store_exists(folder, cfg):
                 return None
-            self._turns = self._host.open_store(
-                folder, session_config(self._host.config), context_generator=TurnContext()
-            )
+            self._turns = self._host.open_store(folder, cfg, context_generator=TurnContext())
         return self._turns
 
     def windows(self, log: TurnStore) -> Pensive | None:
@@ -97,14 +96,14 @@ class SessionIndex:
         if self._windows is None:
             folder = self.folder / "windows"
             read_only = self._host.read_only
-            if read_only and not (folder / "pensive.sqlite").is_file():
-                return None
             wcfg = session_config(self._host.config)
             wcfg.update(
                 graph={"enabled": False},
                 temporal={"enabled": False},
                 context={**wcfg["context"], "generator": "none"},
             )
+            if read_only and not self._host.store_exists(folder, wcfg):
+                return None
             self._windows = self._host.open_store(folder, wcfg)
             if not read_only:
                 made = self._windows.stats(disk=False).get("documents", 0)

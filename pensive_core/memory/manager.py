@@ -199,15 +199,43 @@ class StoreHost:
 
         return Pensive(
             folder,
-            config,
+            self.store_config(folder, config),
             read_only=self.read_only,
             context_generator=context_generator,
             embedder=self.embedder,
         )
 
-    def open_turn_log(self, folder: Path) -> TurnStore | None:
+    def store_config(self, folder: Path, config: Mapping[str, Any]) -> dict[str, Any]:
+        """A session store's config with the storage engine the owner's engine gives it (on
+        Postgres, a schema of its own and pgvector: replicas share every session)."""
+        storage = self._store.components.storage.session_storage(folder)
+        if storage is None:
+            return dict(config)
+        backend = dict(config.get("backend", {}))
+        backend["name"] = "pgvector"
+        return {**config, "storage": storage, "backend": backend}
+
+    def store_exists(self, folder: Path, config: Mapping[str, Any]) -> bool:
+        """Whether a session's own store in ``folder`` was made (a reader never makes one)."""
+        from ..config import load_config
+        from ..storage import open_storage
+
+        cfg = load_config(self.store_config(folder, config), environ={}).storage
+        if cfg.engine == "embedded":
+            return (folder / "pensive.sqlite").is_file()
+        storage = open_storage(cfg, folder, read_only=True)
+        try:
+            return storage.exists()
+        finally:
+            storage.close()
+
+    def open_turn_log(self, info: SessionInfo) -> TurnStore | None:
         """A session's log, opened by the store's storage engine, read-only when the store is."""
-        return self._store.components.storage.open_turn_log(folder, self.read_only)
+        return self._store.components.storage.open_turn_log(info, self.read_only)
+
+    def drop_session(self, info: SessionInfo) -> None:
+        """Delete what a session keeps, wherever the store's engine keeps it."""
+        self._store.components.storage.drop_session(info)
 
     def sessions(self, namespace: str, user: str | None = None) -> list[SessionInfo]:
         """The registered sessions of ``namespace`` (of one user, if given), oldest first."""

@@ -108,6 +108,11 @@ class PostgresTurnLog:
                 self._t.create(_LOG_DDL)
             self._t.run("register the session's log", _ensure_log(), self._k)
 
+    @property
+    def tables(self) -> PgTables:
+        """The tables and their connection (tools and tests reach the connection here)."""
+        return self._t
+
     @classmethod
     def open(
         cls,
@@ -530,6 +535,11 @@ class PostgresSessionCatalog:
             self._t.create(_CATALOG_DDL)
             self._made = True
 
+    @property
+    def tables(self) -> PgTables:
+        """The tables and their connection (tools and tests reach the connection here)."""
+        return self._t
+
     def _ready(self) -> bool:
         """Whether the table exists (a reader looks again until a writer has made it)."""
         if not self._made:
@@ -597,6 +607,13 @@ class PostgresSessionCatalog:
             return self._info(namespace, session_id, row)
 
         return t.atomic("register a session", write)
+
+    def namespaces(self) -> list[str]:
+        """The namespaces that have sessions, sorted."""
+        if not self._ready():
+            return []
+        rows = self._t.run("list namespaces", "SELECT DISTINCT namespace FROM {sessions}")
+        return sorted(r[0] for r in rows)
 
     def sessions(self, namespace: str, user: str | None = None) -> list[SessionInfo]:
         """The namespace's sessions (of one user, if given), oldest first."""

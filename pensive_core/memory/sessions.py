@@ -148,6 +148,14 @@ class SessionRegistry:
                 self._db.commit()
         return SessionInfo(namespace, session_id, user, folder, created)
 
+    def namespaces(self) -> list[str]:
+        """The namespaces that have sessions, sorted."""
+        if self._db is None:
+            return []
+        with self._lock:
+            rows = self._db.execute("SELECT DISTINCT namespace FROM sessions").fetchall()
+        return sorted(r[0] for r in rows)
+
     def sessions(self, namespace: str, user: str | None = None) -> list[SessionInfo]:
         """The namespace's sessions (of one user, if given), oldest first."""
         if self._db is None:
@@ -178,6 +186,10 @@ class SessionCatalog(Protocol):
 
     def register(self, namespace: str, session_id: str, user: str | None) -> SessionInfo:
         """Register a session (or return it); a session keeps the user it was first given."""
+        ...
+
+    def namespaces(self) -> list[str]:
+        """The namespaces that have sessions, sorted."""
         ...
 
     def sessions(self, namespace: str, user: str | None = None) -> list[SessionInfo]:

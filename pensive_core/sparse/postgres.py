@@ -272,6 +272,13 @@ class PostgresBM25:
         self._adds, self._lens, self._dels = {}, {}, set()
         self._pending_n = None
 
+    def reload(self) -> None:
+        """Read the statistics again: another process may have committed (the Postgres
+        storage engine calls this when the store's commit number moves). Writes waiting
+        for this index's own commit are kept."""
+        self._n, self._total = self._read_stats()
+        self._pending_n = None
+
     # -- reading -----------------------------------------------------------------------------
     @property
     def n_live(self) -> int:

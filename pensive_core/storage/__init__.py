@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import StorageConfig
 from ..errors import ConfigError
 from .base import StorageEngine
 from .embedded import EmbeddedStorage
@@ -11,12 +12,16 @@ from .embedded import EmbeddedStorage
 __all__ = ["EmbeddedStorage", "StorageEngine", "open_storage"]
 
 
-def open_storage(engine: str, path: Path, read_only: bool) -> StorageEngine:
+def open_storage(cfg: StorageConfig, path: Path, read_only: bool) -> StorageEngine:
     """The storage engine ``[storage] engine`` names, for the store at ``path``.
 
     Raises:
         ConfigError: If the engine is unknown.
     """
-    if engine == "embedded":
+    if cfg.engine == "embedded":
         return EmbeddedStorage(path, read_only)
-    raise ConfigError(f"storage.engine {engine!r} is unknown; use 'embedded'")
+    if cfg.engine == "postgres":
+        from .postgres import PostgresStorage
+
+        return PostgresStorage(path, read_only, cfg)
+    raise ConfigError(f"storage.engine {cfg.engine!r} is unknown; use 'embedded' or 'postgres'")

@@ -20,6 +20,7 @@ and files in one folder) is the default.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -31,7 +32,8 @@ from ..context.cache import ContextStore
 from ..graph.learning import EdgeStrengths, LearningConfig, UseHistory
 from ..graph.store import GraphTables
 from ..items import ItemRecords
-from ..memory.sessions import SessionCatalog
+from ..llm_cache import LLMCacheRecords
+from ..memory.sessions import SessionCatalog, SessionInfo
 from ..memory.turns import TurnStore
 from ..sparse.base import SparseIndex
 from ..stats import QueryStats
@@ -44,13 +46,16 @@ class StorageEngine(Protocol):
     """Opens the persistent parts of one store.
 
     Attributes:
-        name: The engine's name (``"embedded"``).
+        name: The engine's name (``"embedded"``, ``"postgres"``).
+        shared: Whether several processes write the store (then each change holds
+            :meth:`writing`, and every process reloads when another commits).
         path: The store's local folder (for an engine that keeps nothing locally, a place for
             disposable caches).
         read_only: Whether the store was opened to read only.
     """
 
     name: str
+    shared: bool
     path: Path
     read_only: bool
 
@@ -68,6 +73,12 @@ class StorageEngine(Protocol):
 
     def unlock_writer(self) -> None:
         """Release the writer lock (a no-op if not held)."""
+        ...
+
+    def writing(self) -> AbstractContextManager[None]:
+        """Held for the length of one change (ingest, delete, reindex): where several
+        processes write one store, their changes run one after another (a no-op where the
+        writer lock already makes this process the only writer)."""
         ...
 
     def open_archive(self) -> DocumentStore:
@@ -137,16 +148,25 @@ class StorageEngine(Protocol):
         """The cache of LLM-written situating contexts."""
         ...
 
-    def open_turn_log(self, folder: Path, read_only: bool) -> TurnStore | None:
+    def open_turn_log(self, info: SessionInfo, read_only: bool) -> TurnStore | None:
         """A conversation session's log of turns, summaries and pins.
 
         Args:
-            folder: The session's folder (inside :attr:`path`).
+            info: The session's registration (its namespace, id and local folder).
             read_only: Open without writing (then never create anything).
 
         Returns:
             The log; None when ``read_only`` and there is none yet.
         """
+        ...
+
+    def drop_session(self, info: SessionInfo) -> None:
+        """Delete what a session keeps: its log, and its own stores (turn index, windows)."""
+        ...
+
+    def session_storage(self, folder: Path) -> dict[str, Any] | None:
+        """The ``[storage]`` section of a session's own store in ``folder`` (None: the
+        embedded default, files in that folder)."""
         ...
 
     def open_session_catalog(self) -> SessionCatalog:
@@ -160,6 +180,10 @@ class StorageEngine(Protocol):
         Args:
             filename: Its name, unique among the store's item tables.
         """
+        ...
+
+    def open_llm_cache_records(self) -> LLMCacheRecords:
+        """The rows of the LLM cache (:class:`~pensive_core.llm_cache.LLMCache`)."""
         ...
 
     def disk_bytes(self) -> int:

@@ -10,6 +10,7 @@ advisory lock on ``writer.lock``; readers take none.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -22,7 +23,6 @@ from typing import Any
 from ..archive import Archive
 from ..backends.base import VectorBackend
 from ..backends.registry import create_backend
-from ..cache import L1Cache
 from ..config import BM25Config, RouterConfig
 from ..context.cache import ContextCache
 from ..errors import CorruptStoreError, PensiveError, StorageError
@@ -30,12 +30,14 @@ from ..files import connect
 from ..graph.learning import BaseLevel, Hebbian, LearningConfig
 from ..graph.store import GraphStore
 from ..item_table import ItemTable
-from ..memory.sessions import SessionRegistry
+from ..llm_cache import SQLiteLLMCacheRecords
+from ..memory.sessions import SessionInfo, SessionRegistry
 from ..memory.turns import TurnLog
 from ..sparse.base import SparseIndex
 from ..sparse.bm25 import BM25Index
 from ..stats import RouterStats
 from ..temporal.store import TemporalStore
+from .sqlite_l1 import L1Cache
 
 __all__ = ["EmbeddedStorage", "ARCHIVE_FILE", "move_aside"]
 
@@ -54,6 +56,7 @@ class EmbeddedStorage:
     """
 
     name = "embedded"
+    shared = False  # one writer process (the writer lock); readers reload on its commits
 
     def __init__(self, path: Path, read_only: bool) -> None:
         self.path = path
@@ -121,6 +124,10 @@ class EmbeddedStorage:
         if self._lock_handle is not None:
             self._lock_handle.close()
             self._lock_handle = None
+
+    def writing(self) -> contextlib.AbstractContextManager[None]:
+        """Nothing to take: the writer lock already makes this process the only writer."""
+        return contextlib.nullcontext()
 
     # -- parts -------------------------------------------------------------------------------
     def open_archive(self) -> Archive:
@@ -274,9 +281,17 @@ class EmbeddedStorage:
         """The LLM context cache, a table in ``pensive.sqlite`` (made on first use)."""
         return ContextCache(self._db())
 
-    def open_turn_log(self, folder: Path, read_only: bool) -> TurnLog | None:
+    def open_turn_log(self, info: SessionInfo, read_only: bool) -> TurnLog | None:
         """A session's log, ``memory.sqlite`` in its folder (see :meth:`TurnLog.open`)."""
-        return TurnLog.open(folder, read_only)
+        return TurnLog.open(info.folder, read_only)
+
+    def drop_session(self, info: SessionInfo) -> None:
+        """Delete the session's folder (its log and its stores)."""
+        shutil.rmtree(info.folder, ignore_errors=True)
+
+    def session_storage(self, folder: Path) -> dict[str, Any] | None:
+        """A session's stores are files in its folder (the default engine)."""
+        return None
 
     def open_session_catalog(self) -> SessionRegistry:
         """The session registry, ``conversations/sessions.sqlite``."""
@@ -286,6 +301,10 @@ class EmbeddedStorage:
         """An item table, a SQLite file of its own in the store folder (made on first use, by a
         reader too)."""
         return ItemTable(self.path / filename)
+
+    def open_llm_cache_records(self) -> SQLiteLLMCacheRecords:
+        """The LLM cache's rows, ``llm_cache.sqlite`` in the store folder."""
+        return SQLiteLLMCacheRecords(self.path / "llm_cache.sqlite")
 
     def disk_bytes(self) -> int:
         """Bytes of every file under the store folder."""

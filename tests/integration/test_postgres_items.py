@@ -136,16 +136,18 @@ def test_a_dropped_connection_is_survived(postgres_dsn, tmp_path):
     r.put("k", "m", "p", '"v"')
     with psycopg.connect(postgres_dsn, autocommit=True) as admin:
         for part in (t, r):
-            admin.execute("SELECT pg_terminate_backend(%s)", (part._t.pg.conn.info.backend_pid,))
+            admin.execute(
+                "SELECT pg_terminate_backend(%s)", (part.tables.pg.conn.info.backend_pid,)
+            )
     assert t.get(("n",), "a") is not None and r.get("k") == '"v"'
     with psycopg.connect(postgres_dsn, autocommit=True) as admin:
-        admin.execute("SELECT pg_terminate_backend(%s)", (t._t.pg.conn.info.backend_pid,))
+        admin.execute("SELECT pg_terminate_backend(%s)", (t.tables.pg.conn.info.backend_pid,))
     with t.transaction():  # dropped before the block: reopened at its start
         t.put(("n",), "b", value(v=2), None, T0)
     with pytest.raises(BackendError, match="rolled back whole"), t.transaction():
         t.put(("n",), "lost", value(v=3), None, T0)
         with psycopg.connect(postgres_dsn, autocommit=True) as admin:
-            admin.execute("SELECT pg_terminate_backend(%s)", (t._t.pg.conn.info.backend_pid,))
+            admin.execute("SELECT pg_terminate_backend(%s)", (t.tables.pg.conn.info.backend_pid,))
         t.put(("n",), "lost2", value(v=4), None, T0)
     assert t.get(("n",), "lost") is None and len(t) == 2
     t.close()

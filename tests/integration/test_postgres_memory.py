@@ -198,7 +198,7 @@ def test_a_second_appender_waits_for_the_first_and_numbers_after_it(postgres_dsn
 
 
 def _backend_pid(log) -> int:
-    return log._t.pg.conn.info.backend_pid
+    return log.tables.pg.conn.info.backend_pid
 
 
 def test_a_dropped_connection_is_survived(postgres_dsn, tmp_path):
@@ -211,7 +211,7 @@ def test_a_dropped_connection_is_survived(postgres_dsn, tmp_path):
     catalog.register("ns", "s", "u")
     with psycopg.connect(postgres_dsn, autocommit=True) as admin:
         for part in (log, catalog):
-            pid = part._t.pg.conn.info.backend_pid
+            pid = part.tables.pg.conn.info.backend_pid
             admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
     assert [t.seq for t in log.append(turns_of(1, start=2))] == [2]  # reconnected, run once
     assert len(log) == 3 and log.pins() == []

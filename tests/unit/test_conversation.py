@@ -4,6 +4,7 @@ drift segments, summaries, follow-up reuse, prompts within budget, and bad input
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -491,8 +492,14 @@ def test_a_session_needs_nothing_of_its_owner_but_a_session_host(tmp_path):
                 folder, config, context_generator=context_generator, embedder=self.embedder
             )
 
-        def open_turn_log(self, folder):
-            return TurnLog.open(folder, self.read_only)
+        def store_exists(self, folder, config):
+            return (folder / "pensive.sqlite").is_file()
+
+        def open_turn_log(self, info):
+            return TurnLog.open(info.folder, self.read_only)
+
+        def drop_session(self, info):
+            shutil.rmtree(info.folder, ignore_errors=True)
 
         def sessions(self, namespace, user=None):
             return self.registry.sessions(namespace, user)
