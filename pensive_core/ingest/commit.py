@@ -203,6 +203,9 @@ class Committer:
         invalidate L1 (see the module docstring)."""
         comps, changes = self.comps, self.changes
         self._committed = None
+        check = getattr(comps.storage, "check_writing", None)
+        if check is not None and changes.changed:
+            check()  # several writers: the change lock must still be this process's
         with hooks.announce("commit"):
             # the vectors first: the largest files, so the likeliest to meet a full disk, and
             # one failing then leaves BM25's files as of the last commit too (either way no

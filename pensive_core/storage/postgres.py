@@ -143,6 +143,7 @@ class PostgresStorage:
         self._lock_pg: PgConnection | None = None
         self._parts: list[Any] = []  # opened here, closed with the engine
         self._lock_depth = 0
+        self._holder: int | None = None  # the backend pid that took the change lock
         self._lock_mutex = threading.RLock()
         self._pg = self._connect("The Postgres storage engine")
         self._check_schema()
@@ -179,10 +180,16 @@ class PostgresStorage:
     def _check_schema(self) -> None:
         """Create the schema and its version table (a writer), or check the version."""
 
-        def check(conn: Any) -> int | None:
-            return self._schema_version(conn)
+        def check(conn: Any) -> tuple[int | None, int]:
+            server = conn.execute("SELECT current_setting('server_version_num')::int").fetchone()
+            return self._schema_version(conn), int(server[0])
 
-        version = self._run("read the schema version", check)
+        version, server = self._run("read the schema version", check)
+        if server < 150000:
+            raise StorageError(
+                f"Postgres at {self.address} is version {server // 10000}; the Postgres storage "
+                "engine needs Postgres 15 or later (with pgvector 0.5 or later)"
+            )
         if version is not None and version > SCHEMA_VERSION:
             raise StorageError(
                 f"the Pensive store in schema {self.schema!r} at {self.address} was written by "
@@ -202,6 +209,15 @@ class PostgresStorage:
                     f'CREATE TABLE IF NOT EXISTS "{self._q()}".pensive_schema '
                     "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
                 )
+                got = conn.execute(
+                    "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+                ).fetchone()
+                if got is None or tuple(int(x) for x in got[0].split(".")[:2]) < (0, 5):
+                    raise StorageError(
+                        f"Postgres at {self.address} has pgvector "
+                        f"{got[0] if got else '(none)'}; the Postgres storage engine needs "
+                        "pgvector 0.5 or later (ALTER EXTENSION vector UPDATE)"
+                    )
                 # migrations from older versions go here, one step per version
                 conn.execute(
                     f'INSERT INTO "{self._q()}".pensive_schema (version) VALUES (%s) '
@@ -212,7 +228,7 @@ class PostgresStorage:
         try:
             self._run("create the store's schema", create)
         except StorageError as exc:
-            if "vector" in str(exc):
+            if "vector" in str(exc) and "pgvector" not in str(exc):
                 raise StorageError(
                     f"Postgres at {self.address} has no usable pgvector extension ({exc}); "
                     "install pgvector >= 0.5 and run CREATE EXTENSION vector as a superuser"
@@ -259,9 +275,11 @@ class PostgresStorage:
                     self._lock_pg = self._connect("The Postgres store's change lock")
                 key = f"pensive change:{self.schema}"
                 try:
-                    self._lock_pg.run(
+                    self._holder = self._lock_pg.run(
                         "take the store's change lock",
-                        lambda c: c.execute("SELECT pg_advisory_lock(hashtext(%s))", (key,)),
+                        lambda c: c.execute(
+                            "SELECT pg_advisory_lock(hashtext(%s)), pg_backend_pid()", (key,)
+                        ).fetchone()[1],
                     )
                 except Exception as exc:
                     raise StorageError(str(exc)) from None
@@ -272,6 +290,29 @@ class PostgresStorage:
                 self._lock_depth -= 1
                 if self._lock_depth == 0:
                     self._release(f"pensive change:{self.schema}")
+
+    def check_writing(self) -> None:
+        """Before a change commits: the change lock is still this process's. A connection cut
+        while a change ran (a Postgres restart) took the lock with its session, and another
+        replica may have changed the store since; the change is then abandoned (its documents
+        stay pending, finished by the next change) rather than committed unprotected.
+
+        Raises:
+            StorageError: If the lock was lost (retry the request).
+        """
+        pg = self._lock_pg
+        if self._lock_depth == 0 or pg is None:
+            return
+        pid = None
+        with contextlib.suppress(Exception):  # a cut connection raises: the lock is gone
+            if pg.conn is not None and not pg.conn.closed:
+                pid = pg.conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+        if pid is None or pid != self._holder:
+            raise StorageError(
+                f"the connection to Postgres at {self.address} holding the store's change lock "
+                "was cut during the change, so the change was not committed (its documents are "
+                "finished by the next change); retry the request"
+            )
 
     def _release(self, key: str) -> None:
         pg = self._lock_pg

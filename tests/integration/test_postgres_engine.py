@@ -303,3 +303,31 @@ def test_the_migrate_command_moves_a_store_and_the_cli_reads_it(tmp_path, pg_con
     result = CliRunner().invoke(app, ["ingest", str(tmp_path / "note.txt"), "--store", str(folder)])
     said = " ".join(f"{result.output} {result.exception}".split())
     assert result.exit_code != 0 and "moved to the postgres engine" in said, said
+
+
+def test_a_change_whose_lock_was_cut_is_not_committed_and_is_finished_later(tmp_path, pg_config):
+    import psycopg
+
+    from pensive_core import hooks
+
+    with Pensive(tmp_path / "a", config=pg_config) as p:
+        p.ingest(docs_corpus())
+        storage = p.components.storage
+
+        def cut(point, event):  # mid-change: the lock's session dies (a Postgres restart)
+            if point == "ingest-batch" and event == "enter":
+                with psycopg.connect(pg_config["storage"]["dsn"], autocommit=True) as conn:
+                    conn.execute("SELECT pg_terminate_backend(%s)", (storage._holder,))
+
+        remove = hooks.add_listener(cut)
+        try:
+            with pytest.raises(StorageError, match="change lock was cut.*retry"):
+                p.ingest([Document("late", "A document whose change lost its lock.")])
+        finally:
+            remove()
+        # not shown until finished (a reader: a writer opening would finish it at once)
+        with Pensive(tmp_path / "b", config=pg_config, read_only=True) as other:
+            assert all(h.doc_id != "late" for h in other.query("lost its lock", k=5).hits)
+        p.ingest([Document("next", "The next change finishes the one before.")])
+        assert p.query("document whose change lost its lock", k=1).hits[0].doc_id == "late"
+        assert p.components.archive.unindexed() == []
