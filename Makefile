@@ -50,6 +50,8 @@ bench: bench-setup
 	$(BIN)/python -m benchmarks.contextual --store $(BENCH)/contextual --compare-store $(BENCH)/scifact
 	$(BIN)/python -m benchmarks.memory --store $(BENCH)/memory
 	$(BIN)/python -m benchmarks.reliability --store $(BENCH)/reliability
+	$(BIN)/python -m benchmarks.postgres_engine --store $(BENCH)/postgres_engine --base-store $(BENCH)/scifact
+	$(BIN)/python -m benchmarks.replicas --store $(BENCH)/replicas
 	$(BIN)/python -m benchmarks.crash --kills 200
 	$(BIN)/python -m benchmarks.embed_speed
 	$(BIN)/python -m benchmarks.growth

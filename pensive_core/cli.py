@@ -976,7 +976,7 @@ def main(args: list[str] | None = None) -> None:
     try:
         code = app(args=args, standalone_mode=False)
     except PensiveError as exc:
-        err_console.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        err_console.print("[red]error:[/]", escape(str(exc)), highlight=False, soft_wrap=True)
         raise SystemExit(1) from None
     except (typer.Abort, KeyboardInterrupt):
         err_console.print("aborted")

@@ -53,7 +53,7 @@ from .temporal.store import TemporalTables
 from .tokenize import Tokenizer
 from .views import GraphViews, TemporalViews
 
-__all__ = ["Components", "EmbedderSlot", "Plugins", "open_components"]
+__all__ = ["Components", "EmbedderSlot", "Plugins", "check_not_moved", "open_components"]
 
 log = logging.getLogger(__name__)
 
@@ -281,6 +281,21 @@ class Components:
         self.storage.unlock_writer()
 
 
+def check_not_moved(archive: DocumentStore, path: Path) -> None:
+    """Refuse to write a store ``pensive migrate`` moved to another engine.
+
+    Raises:
+        ConfigError: Naming where it went and how to open it there.
+    """
+    moved = archive.get_meta("moved_to")
+    if moved:
+        raise ConfigError(
+            f"the store at {path} was moved to the {moved.get('engine')} engine "
+            f"({moved.get('where')}) by `pensive migrate` at {moved.get('at')}: open it "
+            f'with [storage] engine = "{moved.get("engine")}"; this copy opens read-only'
+        )
+
+
 # -- plugins ------------------------------------------------------------------------------------
 def make_extractor(config: PensiveConfig, given: Any) -> EntityExtractor:
     """The entity extractor: ``given``, or what ``[graph] extractor`` names."""
@@ -347,7 +362,10 @@ def open_components(
     given = load_config(config)  # the given config (and environment) say where the store is
     storage = open_storage(given.storage, path, read_only)
     if read_only and not storage.exists():
-        raise NotFoundError(f"no Pensive store at {path} to open read-only")
+        where = getattr(storage, "schema", None)
+        there = f" (schema {where!r} at {storage.address})" if where else ""  # type: ignore[attr-defined]
+        storage.close()
+        raise NotFoundError(f"no Pensive store at {path}{there} to open read-only")
     path.mkdir(parents=True, exist_ok=True)
     # where several processes write one store, opening for writing (which may rebuild the
     # graph or statements from the archive) waits for another's change in flight
@@ -377,13 +395,8 @@ def _open_parts(
     comps: Components | None = None
     try:
         saved = archive.get_meta("config")
-        moved = archive.get_meta("moved_to")
-        if moved and not read_only:
-            raise ConfigError(
-                f"the store at {path} was moved to the {moved.get('engine')} engine "
-                f"({moved.get('where')}) by `pensive migrate` at {moved.get('at')}: open it "
-                f'with [storage] engine = "{moved.get("engine")}"; this copy opens read-only'
-            )
+        if not read_only:
+            check_not_moved(archive, path)
         cfg = load_config(config, base=saved)
         if saved is None and getattr(storage, "shared", False):
             cfg = shared_backend(cfg, config)

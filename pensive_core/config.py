@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -702,6 +703,12 @@ def shared_backend(cfg: PensiveConfig, given: Any) -> PensiveConfig:
     named = read_config_source(given).get("backend", {})
     from_env = env_overrides(os.environ).get("backend", {})
     if (isinstance(named, Mapping) and "name" in named) or "name" in from_env:
+        if cfg.backend.name in ("faiss", "memory"):  # refused before the store saves it
+            raise ConfigError(
+                f"backend.name = {cfg.backend.name!r} keeps vectors in the local folder, which "
+                f'replicas do not share: with storage.engine = "{cfg.storage.engine}" use '
+                '"pgvector" (the default there) or a managed backend'
+            )
         return cfg
     return cfg.model_copy(update={"backend": cfg.backend.model_copy(update={"name": "pgvector"})})
 
@@ -734,7 +741,15 @@ def redacted(value: Any, _name: str = "") -> Any:
     names_other = name.endswith(("_env", "_tokens", "tokenizer"))  # where a secret lives; sizes
     if isinstance(value, str) and value and names_secret and not names_other:
         return "***"
+    if isinstance(value, str):
+        # a connection string's password, however spelled: libpq's keyword, a URL parameter
+        value = _KEYWORD_PASSWORD.sub(r"\1***", value)
     if isinstance(value, str) and "://" in value and "@" in value.split("://", 1)[1]:
         scheme, rest = value.split("://", 1)
         return f"{scheme}://***@{rest.split('@', 1)[1]}"
     return value
+
+
+_KEYWORD_PASSWORD = re.compile(
+    r"""((?:^|[\s?&])password\s*=\s*)(?:'(?:[^'\\]|\\.)*'|[^\s&]+)""", re.IGNORECASE
+)

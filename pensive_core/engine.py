@@ -8,6 +8,7 @@ pipeline (:class:`~pensive_core.ingest.IngestPipeline`), whose commit and recove
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import time
@@ -20,7 +21,7 @@ from . import hooks
 from .components import Components, Plugins, open_components
 from .context.base import ContextGenerator
 from .embedders.base import Embedder
-from .errors import NotFoundError, PensiveError
+from .errors import ConfigError, NotFoundError, PensiveError
 from .files import disk_error
 from .graph.extract import EntityExtractor
 from .ingest import Committer, IngestPipeline, L1Invalidation, move_vectors
@@ -577,7 +578,15 @@ class Pensive:
                     self._memory.close()
                     if not self.read_only:
                         if not self._committer.abandoned:  # an abandoned change never commits
-                            with comps.storage.writing(), self._committer.abandoning():
+                            # where several processes write, a dirty mark may be a killed
+                            # writer's: finished here, never cleared by this commit (a store
+                            # moved away meanwhile takes no commit at all)
+                            with (
+                                comps.storage.writing(),
+                                self._committer.abandoning(),
+                                contextlib.suppress(ConfigError),
+                            ):
+                                self._committer.catch_up(self._ingest.run)
                                 self._committer.commit()
                         if comps.backend is not None:
                             comps.backend.close()

@@ -168,6 +168,9 @@ class Committer:
             return
         self._catching_up = True
         try:
+            from ..components import check_not_moved
+
+            check_not_moved(comps.archive, comps.path)  # (a replica open since the migration)
             comps.refresh()
             if comps.archive.is_dirty():
                 log.warning("another process left a change half done: finishing it")
@@ -255,6 +258,13 @@ class Committer:
         (:meth:`reconcile`); then documents left unconfirmed (indexed=0) are indexed again
         from the archive, and the commit persists it all and clears the mark.
         """
+        catching_up, self._catching_up = self._catching_up, True  # its changes need no catch-up
+        try:
+            return self._recover(reindex)
+        finally:
+            self._catching_up = catching_up
+
+    def _recover(self, reindex: Callable[[list[Document]], Any]) -> int:
         comps = self.comps
         with hooks.announce("recover"):
             dirty = comps.archive.is_dirty()

@@ -596,3 +596,4 @@ class Conversation:
                 f"conversation {self.session_id!r} is read-only (its store was opened with "
                 "read_only=True)"
             )
+        self._host.check_writable()

@@ -73,6 +73,11 @@ class SessionHost(Protocol):
         """
         ...
 
+    def check_writable(self) -> None:
+        """Raise if the owner's store no longer takes writes (``pensive migrate`` moved it
+        while this process had it open)."""
+        ...
+
     def store_exists(self, folder: Path, config: Mapping[str, Any]) -> bool:
         """Whether one of a session's own stores in ``folder`` has been made (a read-only
         session does not make one).

@@ -229,6 +229,15 @@ class StoreHost:
         finally:
             storage.close()
 
+    def check_writable(self) -> None:
+        """On an engine several processes write, the store may have been moved since it was
+        opened (one read); the embedded engine's writer lock rules that out."""
+        comps = self._store.components
+        if getattr(comps.storage, "shared", False):
+            from ..components import check_not_moved
+
+            check_not_moved(comps.archive, comps.path)
+
     def open_turn_log(self, info: SessionInfo) -> TurnStore | None:
         """A session's log, opened by the store's storage engine, read-only when the store is."""
         return self._store.components.storage.open_turn_log(info, self.read_only)

@@ -40,9 +40,12 @@ class MigrationError(PensiveError):
     """The copy does not match the original; the original was left as it was."""
 
 
-def _dest_config(src_saved: dict[str, Any], to: str, storage: dict[str, Any]) -> dict[str, Any]:
+def _dest_config(
+    src_saved: dict[str, Any], given: dict[str, Any], to: str, storage: dict[str, Any]
+) -> dict[str, Any]:
     cfg = {k: v for k, v in src_saved.items() if k != "storage"}
-    cfg["storage"] = {"engine": to, **storage}
+    # where the copy goes: the caller's [storage] keys (dsn, schema_name), then the options
+    cfg["storage"] = {**given, **storage, "engine": to}
     backend = dict(cfg.get("backend", {}))
     if to == "postgres" and backend.get("name") in _LOCAL:
         backend["name"] = "pgvector"
@@ -98,14 +101,22 @@ def migrate_store(
         sc = src.components
         if sc.storage.name == to:
             raise InputError(f"the store at {folder} is already on the {to} engine")
-        dest_cfg = _dest_config(saved_config(sc.config), to, dict(storage or {}))
+        given = sc.config.storage.model_dump(exclude={"engine"})
+        dest_cfg = _dest_config(saved_config(sc.config), given, to, dict(storage or {}))
+        if to == "embedded" and (folder / "pensive.sqlite").exists():
+            raise MigrationError(
+                f"{folder} already holds an embedded store (perhaps the copy an earlier "
+                "migration left behind): migrate into another folder, or remove that one first"
+            )
         dest = Pensive(folder, config=dest_cfg)
         try:
             dc = dest.components
-            if dc.archive.counts()[0]:
+            held = _held(dc)
+            if held:
                 raise MigrationError(
-                    f"the {to} engine already holds a store for {folder} "
-                    f"({dc.archive.counts()[0]} documents): migrate into an empty one"
+                    f"the {to} engine already holds a store for {folder} ({held}), perhaps "
+                    f"from a migration that stopped half way: migrate into an empty one "
+                    f"({_how_to_empty(dc)})"
                 )
             report = _copy(sc, dc, batch_size)
             report.update(_copy_items(sc, dc))
@@ -121,6 +132,29 @@ def migrate_store(
     report["seconds"] = round(time.perf_counter() - t0, 2)
     log.info("migrated %s to %s: %s", folder, to, report)
     return report
+
+
+def _held(dc: Any) -> str:
+    """What a destination already holds (documents, sessions, items), or ''."""
+    parts = []
+    documents = dc.archive.counts()[0]
+    if documents:
+        parts.append(f"{documents} documents")
+    catalog = dc.storage.open_session_catalog()
+    try:
+        sessions = sum(len(catalog.sessions(ns)) for ns in catalog.namespaces())
+    finally:
+        catalog.close()
+    if sessions:
+        parts.append(f"{sessions} conversation sessions")
+    return ", ".join(parts)
+
+
+def _how_to_empty(dc: Any) -> str:
+    storage = dc.storage
+    if storage.name == "postgres":
+        return f'DROP SCHEMA "{storage.schema}" CASCADE at {storage.address}'
+    return f"remove the folder {storage.path}"
 
 
 def _describe(p: Any) -> str:

@@ -499,13 +499,29 @@ class PostgresStorage:
             where = folder.relative_to(self.path).as_posix()
         except ValueError:
             where = folder.as_posix()
-        digest = hashlib.blake2b(f"{self.schema}/{where}".encode(), digest_size=10).hexdigest()
+        key = f"{self.schema}/{self._store_id()}/{where}"
+        digest = hashlib.blake2b(key.encode(), digest_size=10).hexdigest()
         return {
             "engine": "postgres",
             "dsn": self.cfg.dsn,
             "schema_name": f"c{digest}",
             "connect_timeout_s": self.cfg.connect_timeout_s,
         }
+
+    def _store_id(self) -> str:
+        """A random id the store gets when first opened for writing: a store made again
+        under the same schema name (after a DROP SCHEMA) never finds the old one's sessions."""
+        archive = self.open_archive()
+        got = archive.get_meta("store_id")
+        if got is None and not self.read_only:
+            import uuid
+
+            with archive.transaction():
+                got = archive.get_meta("store_id")
+                if got is None:
+                    got = uuid.uuid4().hex
+                    archive.set_meta("store_id", got)
+        return str(got or "")
 
     def drop_session(self, info: SessionInfo) -> None:
         """Delete a session's log rows and drop its stores' schemas."""

@@ -80,10 +80,13 @@ def test_the_saved_config_holds_no_dsn(tmp_path, pg_config):
         assert p.components.archive.get_meta("config")["storage"]["dsn"] == ""
 
 
-def test_a_local_backend_is_refused(tmp_path, pg_config):
+def test_a_local_backend_is_refused_before_anything_is_saved(tmp_path, pg_config):
     cfg = {**pg_config, "backend": {"name": "faiss"}}
-    with pytest.raises(ConfigError, match="pgvector"), Pensive(tmp_path / "s", config=cfg) as p:
+    with pytest.raises(ConfigError, match="pgvector"):
+        Pensive(tmp_path / "s", config=cfg)
+    with Pensive(tmp_path / "s", config=pg_config) as p:  # the store was not wedged
         p.ingest(docs_corpus()[:1])
+        assert p.config.backend.name == "pgvector"
 
 
 def test_an_unreachable_server_names_host_and_database_never_the_password(tmp_path, monkeypatch):
@@ -331,3 +334,90 @@ def test_a_change_whose_lock_was_cut_is_not_committed_and_is_finished_later(tmp_
         p.ingest([Document("next", "The next change finishes the one before.")])
         assert p.query("document whose change lost its lock", k=1).hits[0].doc_id == "late"
         assert p.components.archive.unindexed() == []
+
+
+def test_a_replica_open_when_the_store_moves_takes_no_more_writes(tmp_path, pg_config):
+    from pensive_core.storage.migrate import migrate_store
+
+    live = Pensive(tmp_path / "live", config=pg_config)
+    try:
+        live.ingest(docs_corpus()[:2])
+        chat = live.conversation("s")
+        chat.add("user", "before the move")
+        migrate_store(tmp_path / "new", "embedded", config=pg_config)
+        with pytest.raises(ConfigError, match="moved to the embedded engine"):
+            live.ingest([Document("lost", "Would be written to the copy left behind.")])
+        with pytest.raises(ConfigError, match="moved to the embedded engine"):
+            chat.add("user", "after the move")
+        assert live.query("before the move", k=1).hits  # it still reads
+    finally:
+        live.close()  # and closes without error
+    with Pensive(tmp_path / "new", config=HASH) as moved:
+        assert moved.stats()["documents"] == 2 and len(moved.conversation("s")) == 1
+
+
+def test_a_replica_closing_never_hides_a_failed_writers_documents(tmp_path, pg_config):
+    from pensive_core import hooks
+
+    a = Pensive(tmp_path / "a", config=pg_config)
+    b = Pensive(tmp_path / "b", config=pg_config)
+    try:
+        a.ingest(docs_corpus())
+
+        def fail(point, event):  # b's change dies half way (its documents written, pending)
+            if point == "commit" and event == "enter":
+                raise RuntimeError("killed")
+
+        remove = hooks.add_listener(fail)
+        try:
+            with pytest.raises(RuntimeError):
+                b.ingest(
+                    [Document(f"x{i}", f"Pending passage number {i} on herons.") for i in range(5)]
+                )
+        finally:
+            remove()
+        assert b.components.archive.is_dirty() and b.components.archive.unindexed()
+        a.close()  # closing another replica finishes the change rather than clearing its mark
+        with Pensive(tmp_path / "c", config=pg_config, read_only=True) as c:
+            assert c.components.archive.unindexed() == []
+            assert {h.doc_id for h in c.query("passage number on herons", k=10).hits} >= {
+                f"x{i}" for i in range(5)
+            }
+    finally:
+        a.close()
+        b.close()
+
+
+def test_migrating_into_a_store_that_has_sessions_is_refused(tmp_path, pg_config):
+    from pensive_core.storage.migrate import MigrationError, migrate_store
+
+    with Pensive(tmp_path / "dest", config=pg_config) as dest:
+        dest.conversation("chat").add("user", "DEST: my name is Bob")
+    with Pensive(tmp_path / "src", config=HASH) as src:
+        src.conversation("chat").add("user", "SRC: my name is Alice")
+    with pytest.raises(MigrationError, match="1 conversation sessions.*DROP SCHEMA"):
+        migrate_store(tmp_path / "src", "postgres", storage=dict(pg_config["storage"]))
+    with Pensive(tmp_path / "src", config=HASH) as src:  # the original was left as it was
+        src.ingest([Document("ok", "still writable")])
+
+
+def test_migrate_takes_the_schema_and_dsn_from_the_config(tmp_path, pg_config, monkeypatch):
+    from typer.testing import CliRunner
+
+    from pensive_core.cli import app
+
+    st = pg_config["storage"]
+    toml = tmp_path / "p.toml"
+    toml.write_text(
+        f'[embedder]\nname = "hash"\ndim = 64\n[storage]\nengine = "embedded"\n'
+        f'dsn = "{st["dsn"]}"\nschema_name = "{st["schema_name"]}"\n',
+        encoding="utf-8",
+    )
+    with Pensive(tmp_path / "data", config=str(toml)) as p:
+        p.ingest(docs_corpus()[:3])
+    result = CliRunner().invoke(
+        app, ["migrate", "--to", "postgres", "--store", str(tmp_path / "data"), "-c", str(toml)]
+    )
+    assert result.exit_code == 0, (result.output, result.exception)
+    with Pensive(tmp_path / "elsewhere", config=pg_config) as pg:
+        assert pg.stats()["documents"] == 3

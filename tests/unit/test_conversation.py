@@ -492,6 +492,9 @@ def test_a_session_needs_nothing_of_its_owner_but_a_session_host(tmp_path):
                 folder, config, context_generator=context_generator, embedder=self.embedder
             )
 
+        def check_writable(self):
+            pass
+
         def store_exists(self, folder, config):
             return (folder / "pensive.sqlite").is_file()
 

@@ -57,8 +57,8 @@ def test_a_new_shared_store_keeps_its_vectors_in_pgvector_unless_told(monkeypatc
     assert shared_backend(cfg, given).backend.name == "pgvector"  # ...is not one replicas share
     named = {**given, "backend": {"name": "weaviate"}}
     assert shared_backend(load_config(named, environ={}), named).backend.name == "weaviate"
-    monkeypatch.setenv("PENSIVE_BACKEND__NAME", "chroma")
-    assert shared_backend(cfg, given).backend.name == "faiss"  # the environment named one
+    monkeypatch.setenv("PENSIVE_BACKEND__NAME", "chroma")  # the environment names one
+    assert shared_backend(load_config(given), given).backend.name == "chroma"
 
 
 def test_the_postgres_engine_without_a_dsn_says_where_to_put_one(tmp_path):
@@ -67,3 +67,26 @@ def test_the_postgres_engine_without_a_dsn_says_where_to_put_one(tmp_path):
     with pytest.raises(ConfigError, match=r"\[storage\] dsn.*PENSIVE_STORAGE__DSN"):
         Pensive(tmp_path / "s", config={"storage": {"engine": "postgres"}})
     assert not (tmp_path / "s").exists() or not any((tmp_path / "s").iterdir())
+
+
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        "host=db dbname=p user=app password=S3cret",
+        "host=db password='S3 cret' user=app",
+        "postgresql:///p?host=/tmp/x&user=app&password=S3cret",
+        "postgresql://app:S3cret@db/p",
+        "PASSWORD = S3cret host=db",
+    ],
+)
+def test_a_dsn_password_is_masked_wherever_the_config_is_shown(dsn):
+    from pensive_core.config import redacted
+
+    shown = redacted(load_config({"storage": {"engine": "postgres", "dsn": dsn}}, environ={}))
+    assert "S3" not in str(shown) and "***" in shown["storage"]["dsn"]
+
+
+def test_a_local_backend_named_for_a_shared_store_is_refused():
+    given = {"storage": {"engine": "postgres", "dsn": "host=db"}, "backend": {"name": "faiss"}}
+    with pytest.raises(ConfigError, match="pgvector"):
+        shared_backend(load_config(given, environ={}), given)
