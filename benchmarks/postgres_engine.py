@@ -142,7 +142,7 @@ def _markdown(r: dict[str, Any]) -> str:
         lat = x["latency_ms"]
         return (
             f"| {name} | {q['all']['nDCG@10']} | {q['heldout']['nDCG@10']} | "
-            f"{q['report']['nDCG@10']} | {q['all']['R@100']} | {lat['p50']} / {lat['p95']} | "
+            f"{q['report']['nDCG@10']} | {q['all']['R@100']} | {lat['p50']:.1f} / {lat['p95']:.1f} | "
             f"{x['disk_mb']} |"
         )
 
@@ -160,7 +160,10 @@ def _markdown(r: dict[str, Any]) -> str:
             row("embedded (SQLite + FAISS)", e),
             row("Postgres (pgvector, BM25 postings)", p),
             "",
-            f"nDCG@10 difference (Postgres - embedded): {r['ndcg10_postgres_minus_embedded']}. "
+            "nDCG@10 difference (Postgres - embedded) by split: "
+            + ", ".join(f"{k} {v:+.4f}" for k, v in r["ndcg10_postgres_minus_embedded"].items())
+            + ". Dense scores differ in the last digits between the engines (FAISS and pgvector "
+            "sum the products in their own order), which reorders near-ties. "
             f"Same top 10 passages for {r['same_top10_passages']} of {r['data']['queries']} "
             "claims.",
             "",

@@ -108,16 +108,9 @@ def _exists(folder: Path, config: Path | None) -> bool:
     """Whether a store exists for ``folder`` on the engine the config names (for Postgres,
     in its schema: the folder itself may be empty)."""
     from .config import load_config
-    from .storage import open_storage
+    from .storage import store_exists
 
-    cfg = load_config(str(config) if config else None).storage
-    if cfg.engine == "embedded":
-        return (folder / "pensive.sqlite").is_file()
-    storage = open_storage(cfg, folder, read_only=True)
-    try:
-        return storage.exists()
-    finally:
-        storage.close()
+    return store_exists(load_config(str(config) if config else None).storage, folder)
 
 
 def _json_default(value: Any) -> Any:

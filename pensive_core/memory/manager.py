@@ -218,16 +218,11 @@ class StoreHost:
     def store_exists(self, folder: Path, config: Mapping[str, Any]) -> bool:
         """Whether a session's own store in ``folder`` was made (a reader never makes one)."""
         from ..config import load_config
-        from ..storage import open_storage
+        from ..storage import store_exists
 
-        cfg = load_config(self.store_config(folder, config), environ={}).storage
-        if cfg.engine == "embedded":
-            return (folder / "pensive.sqlite").is_file()
-        storage = open_storage(cfg, folder, read_only=True)
-        try:
-            return storage.exists()
-        finally:
-            storage.close()
+        return store_exists(
+            load_config(self.store_config(folder, config), environ={}).storage, folder
+        )
 
     def check_writable(self) -> None:
         """On an engine several processes write, the store may have been moved since it was

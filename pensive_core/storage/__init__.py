@@ -9,7 +9,7 @@ from ..errors import ConfigError
 from .base import StorageEngine
 from .embedded import EmbeddedStorage
 
-__all__ = ["EmbeddedStorage", "StorageEngine", "open_storage"]
+__all__ = ["EmbeddedStorage", "StorageEngine", "open_storage", "store_exists"]
 
 
 def open_storage(cfg: StorageConfig, path: Path, read_only: bool) -> StorageEngine:
@@ -25,3 +25,15 @@ def open_storage(cfg: StorageConfig, path: Path, read_only: bool) -> StorageEngi
 
         return PostgresStorage(path, read_only, cfg)
     raise ConfigError(f"storage.engine {cfg.engine!r} is unknown; use 'embedded' or 'postgres'")
+
+
+def store_exists(cfg: StorageConfig, path: Path) -> bool:
+    """Whether a store exists for ``path`` on the engine ``cfg`` names (for Postgres, in its
+    schema: the folder itself may be empty). Creates nothing."""
+    if cfg.engine == "embedded":
+        return (path / "pensive.sqlite").is_file()
+    storage = open_storage(cfg, path, read_only=True)
+    try:
+        return storage.exists()
+    finally:
+        storage.close()
