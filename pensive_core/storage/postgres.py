@@ -291,6 +291,11 @@ class PostgresStorage:
                 if self._lock_depth == 0:
                     self._release(f"pensive change:{self.schema}")
 
+    @property
+    def lock_holder(self) -> int | None:
+        """The Postgres backend pid that took the change lock held now (None when none)."""
+        return self._holder if self._lock_depth else None
+
     def check_writing(self) -> None:
         """Before a change commits: the change lock is still this process's. A connection cut
         while a change ran (a Postgres restart) took the lock with its session, and another

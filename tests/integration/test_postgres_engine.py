@@ -320,7 +320,7 @@ def test_a_change_whose_lock_was_cut_is_not_committed_and_is_finished_later(tmp_
         def cut(point, event):  # mid-change: the lock's session dies (a Postgres restart)
             if point == "ingest-batch" and event == "enter":
                 with psycopg.connect(pg_config["storage"]["dsn"], autocommit=True) as conn:
-                    conn.execute("SELECT pg_terminate_backend(%s)", (storage._holder,))
+                    conn.execute("SELECT pg_terminate_backend(%s)", (storage.lock_holder,))
 
         remove = hooks.add_listener(cut)
         try:
