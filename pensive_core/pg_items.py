@@ -2,7 +2,7 @@
 :class:`~pensive_core.items.ItemRecords`) and :class:`PostgresLLMCacheRecords` (an
 :class:`~pensive_core.llm_cache.LLMCacheRecords`).
 
-Parts of the coming Postgres storage engine (issue 26), not yet wired into a store; they pass
+Parts of the Postgres storage engine (:mod:`pensive_core.storage.postgres`); they pass
 :class:`pensive_core.testing.ItemRecordsTests` and
 :class:`pensive_core.testing.LLMCacheRecordsTests`, the suites the SQLite ones pass.
 

@@ -2,7 +2,7 @@
 :class:`~pensive_core.memory.turns.TurnStore`) and the catalog of sessions
 (:class:`PostgresSessionCatalog`, a :class:`~pensive_core.memory.sessions.SessionCatalog`).
 
-Parts of the coming Postgres storage engine (issue 26), not yet wired into a store; they pass
+Parts of the Postgres storage engine (:mod:`pensive_core.storage.postgres`); they pass
 :class:`pensive_core.testing.TurnStoreTests` and :class:`pensive_core.testing.SessionCatalogTests`,
 the suites the SQLite ones pass.
 

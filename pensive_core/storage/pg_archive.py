@@ -2,7 +2,7 @@
 their passages, the store's metadata and the commit protocol's marks, in tables with one
 prefix (one store, or one namespace), and a full-text index of whole documents.
 
-A part of the coming Postgres storage engine (issue 26), not yet wired into a store; it
+A part of the Postgres storage engine (:mod:`pensive_core.storage.postgres`); it
 passes :class:`pensive_core.testing.DocumentStoreTests`, the suite the SQLite archive passes.
 
 Differences from the SQLite archive, by design:
