@@ -229,7 +229,7 @@ class Components:
         """Reload the indexes when another process has committed since the last look: a
         reader of the embedded engine (its one writer is elsewhere), and every process of an
         engine several processes write (Postgres replicas)."""
-        if not self.read_only and not getattr(self.storage, "shared", False):
+        if not self.read_only and not self.storage.shared:
             return
         version = self.archive.data_version()
         if version == self.data_version:
@@ -362,8 +362,7 @@ def open_components(
     given = load_config(config)  # the given config (and environment) say where the store is
     storage = open_storage(given.storage, path, read_only)
     if read_only and not storage.exists():
-        where = getattr(storage, "schema", None)
-        there = f" (schema {where!r} at {storage.address})" if where else ""  # type: ignore[attr-defined]
+        there = "" if storage.location == str(path) else f" ({storage.location})"
         storage.close()
         raise NotFoundError(f"no Pensive store at {path}{there} to open read-only")
     path.mkdir(parents=True, exist_ok=True)
@@ -398,7 +397,7 @@ def _open_parts(
         if not read_only:
             check_not_moved(archive, path)
         cfg = load_config(config, base=saved)
-        if saved is None and getattr(storage, "shared", False):
+        if saved is None and storage.shared:
             cfg = shared_backend(cfg, config)
         comps = Components(
             path=path,

@@ -21,7 +21,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .errors import ConfigError
 
 __all__ = [
+    "LOCAL_BACKENDS",
     "PensiveConfig",
+    "local_backend_refused",
     "BackendConfig",
     "FaissConfig",
     "EmbedderConfig",
@@ -691,6 +693,19 @@ def saved_config(cfg: PensiveConfig) -> dict[str, Any]:
     return out
 
 
+#: Vector backends whose index lives in the store's local folder.
+LOCAL_BACKENDS = ("faiss", "memory")
+
+
+def local_backend_refused(name: str, engine: str) -> ConfigError:
+    """The error for a local-folder vector backend on an engine several processes share."""
+    return ConfigError(
+        f"backend.name = {name!r} keeps vectors in the local folder, which replicas do not "
+        f'share: with storage.engine = "{engine}" use "pgvector" (the default there) or a '
+        "managed backend"
+    )
+
+
 def shared_backend(cfg: PensiveConfig, given: Any) -> PensiveConfig:
     """A new store of an engine several processes share keeps its vectors in that engine
     (``pgvector``) unless the caller's config or environment names a backend: the default
@@ -703,12 +718,8 @@ def shared_backend(cfg: PensiveConfig, given: Any) -> PensiveConfig:
     named = read_config_source(given).get("backend", {})
     from_env = env_overrides(os.environ).get("backend", {})
     if (isinstance(named, Mapping) and "name" in named) or "name" in from_env:
-        if cfg.backend.name in ("faiss", "memory"):  # refused before the store saves it
-            raise ConfigError(
-                f"backend.name = {cfg.backend.name!r} keeps vectors in the local folder, which "
-                f'replicas do not share: with storage.engine = "{cfg.storage.engine}" use '
-                '"pgvector" (the default there) or a managed backend'
-            )
+        if cfg.backend.name in LOCAL_BACKENDS:  # refused before the store saves it
+            raise local_backend_refused(cfg.backend.name, cfg.storage.engine)
         return cfg
     return cfg.model_copy(update={"backend": cfg.backend.model_copy(update={"name": "pgvector"})})
 

@@ -164,7 +164,7 @@ class Committer:
         half done when it died (its dirty mark outlived its lock), as an embedded store's
         next open does."""
         comps = self.comps
-        if not getattr(comps.storage, "shared", False) or self._catching_up:
+        if not comps.storage.shared or self._catching_up:
             return
         self._catching_up = True
         try:
@@ -206,9 +206,8 @@ class Committer:
         invalidate L1 (see the module docstring)."""
         comps, changes = self.comps, self.changes
         self._committed = None
-        check = getattr(comps.storage, "check_writing", None)
-        if check is not None and changes.changed:
-            check()  # several writers: the change lock must still be this process's
+        if changes.changed:
+            comps.storage.check_writing()  # several writers: the change lock is still ours
         with hooks.announce("commit"):
             # the vectors first: the largest files, so the likeliest to meet a full disk, and
             # one failing then leaves BM25's files as of the last commit too (either way no

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..config import LOCAL_BACKENDS
 from ..types import Document
 from .turns import Turn, TurnContext, TurnStore, speaker
 
@@ -36,7 +37,7 @@ def session_config(parent: Any) -> dict[str, Any]:
     """
     cfg = parent.model_dump()
     backend = dict(cfg["backend"])
-    if backend["name"] not in ("faiss", "memory"):
+    if backend["name"] not in LOCAL_BACKENDS:
         backend["name"] = "faiss"  # a session is small and local: no managed index per session
     return {
         "backend": backend,

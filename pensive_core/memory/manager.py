@@ -228,7 +228,7 @@ class StoreHost:
         """On an engine several processes write, the store may have been moved since it was
         opened (one read); the embedded engine's writer lock rules that out."""
         comps = self._store.components
-        if getattr(comps.storage, "shared", False):
+        if comps.storage.shared:
             from ..components import check_not_moved
 
             check_not_moved(comps.archive, comps.path)

@@ -75,6 +75,16 @@ class StorageEngine(Protocol):
         """Release the writer lock (a no-op if not held)."""
         ...
 
+    @property
+    def location(self) -> str:
+        """Where the store is kept, for messages (a folder, or a schema on a server)."""
+        ...
+
+    def check_writing(self) -> None:
+        """Before a change commits: raise if this process no longer holds the change's lock
+        (a no-op where one writer holds the store for its life)."""
+        ...
+
     def writing(self) -> AbstractContextManager[None]:
         """Held for the length of one change (ingest, delete, reindex): where several
         processes write one store, their changes run one after another (a no-op where the

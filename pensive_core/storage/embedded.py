@@ -125,6 +125,14 @@ class EmbeddedStorage:
             self._lock_handle.close()
             self._lock_handle = None
 
+    @property
+    def location(self) -> str:
+        """The store folder."""
+        return str(self.path)
+
+    def check_writing(self) -> None:
+        """Nothing to check: the writer lock is held for the store's life."""
+
     def writing(self) -> contextlib.AbstractContextManager[None]:
         """Nothing to take: the writer lock already makes this process the only writer."""
         return contextlib.nullcontext()

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..archive import ARCHIVE_ONLY, INDEXED
 from ..chunking import content_hash
-from ..config import saved_config
+from ..config import LOCAL_BACKENDS, saved_config
 from ..context.base import join_context
 from ..errors import InputError, PensiveError
 from ..timeutil import to_iso, utcnow
@@ -31,7 +31,6 @@ __all__ = ["MigrationError", "migrate_store"]
 
 log = logging.getLogger(__name__)
 
-_LOCAL = ("faiss", "memory")
 # the item tables Pensive's own adapters make (the LangGraph store's, ItemStore's default)
 _ITEM_TABLES = ("langgraph_store.sqlite", "items.sqlite")
 
@@ -47,7 +46,7 @@ def _dest_config(
     # where the copy goes: the caller's [storage] keys (dsn, schema_name), then the options
     cfg["storage"] = {**given, **storage, "engine": to}
     backend = dict(cfg.get("backend", {}))
-    if to == "postgres" and backend.get("name") in _LOCAL:
+    if to == "postgres" and backend.get("name") in LOCAL_BACKENDS:
         backend["name"] = "pgvector"
     elif to == "embedded" and backend.get("name") == "pgvector":
         backend["name"] = "faiss"
@@ -127,7 +126,7 @@ def migrate_store(
         dest.close()
         with Pensive(folder, config=dest_cfg) as copy:  # opening derives graph and statements
             report["questions"] = _compare(src, copy, questions)
-            where = _describe(copy)
+            where = copy.components.storage.location
         sc.archive.set_meta("moved_to", {"engine": to, "where": where, "at": to_iso(utcnow())})
     report["seconds"] = round(time.perf_counter() - t0, 2)
     log.info("migrated %s to %s: %s", folder, to, report)
@@ -155,13 +154,6 @@ def _how_to_empty(dc: Any) -> str:
     if storage.name == "postgres":
         return f'DROP SCHEMA "{storage.schema}" CASCADE at {storage.address}'
     return f"remove the folder {storage.path}"
-
-
-def _describe(p: Any) -> str:
-    storage = p.components.storage
-    if storage.name == "postgres":
-        return f"schema {storage.schema!r} at {storage.address}"
-    return str(storage.path)
 
 
 def _copy(sc: Any, dc: Any, batch_size: int) -> dict[str, Any]:

@@ -36,7 +36,7 @@ from typing import Any
 
 from ..backends.base import VectorBackend
 from ..backends.registry import create_backend
-from ..config import BM25Config, StorageConfig
+from ..config import LOCAL_BACKENDS, BM25Config, StorageConfig, local_backend_refused
 from ..errors import ConfigError, StorageError
 from ..memory.sessions import SessionInfo
 from .pg import PgConnection, describe, psycopg_module
@@ -57,7 +57,6 @@ SCHEMA_VERSION = 1
 _PREFIX = "p"  # every part's table prefix inside the store's schema
 _NS = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 # backends whose vectors live in the store's local folder: replicas could not share them
-_LOCAL_BACKENDS = ("faiss", "memory")
 
 
 def namespace_of(path: Path) -> str:
@@ -292,6 +291,11 @@ class PostgresStorage:
                     self._release(f"pensive change:{self.schema}")
 
     @property
+    def location(self) -> str:
+        """The store's schema and server."""
+        return f"schema {self.schema!r} at {self.address}"
+
+    @property
     def lock_holder(self) -> int | None:
         """The Postgres backend pid that took the change lock held now (None when none)."""
         return self._holder if self._lock_depth else None
@@ -379,12 +383,8 @@ class PostgresStorage:
     def open_vectors(self, name: str, dim: int, options: Any, place: str) -> VectorBackend:
         """pgvector in the store's schema (a managed backend, Pinecone or Weaviate, as
         configured); a backend of local files is refused: replicas could not share it."""
-        if name in _LOCAL_BACKENDS:
-            raise ConfigError(
-                f"backend.name = {name!r} keeps vectors in the local folder, which replicas do "
-                'not share: with storage.engine = "postgres" use "pgvector" (the default there) '
-                "or a managed backend"
-            )
+        if name in LOCAL_BACKENDS:
+            raise local_backend_refused(name, self.name)
         key = (name, place)
         if key in self._vectors:
             return self._vectors[key]
