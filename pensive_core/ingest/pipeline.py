@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -26,7 +27,7 @@ from ..types import Chunk, Document, IngestReport
 from .changes import IngestCounts
 from .commit import Committer
 from .derive import derive
-from .plan import batches, plan_batch
+from .plan import BATCH, DocPlan, batches, plan_batch
 from .situate import Situate
 
 if TYPE_CHECKING:
@@ -46,6 +47,20 @@ STAGES = (
     "temporal",
     "commit",
 )
+
+
+@dataclass(eq=False)
+class Ahead:
+    """What an ingest computed before its change lock (:meth:`IngestPipeline.prepare`).
+
+    Attributes:
+        contexts: Fitted contexts by passage id, per ``(document id, content hash,
+            generator name)``.
+        vectors: Vectors by the exact text embedded (context and passage).
+    """
+
+    contexts: dict[tuple[str, str, str], dict[str, str]] = field(default_factory=dict)
+    vectors: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 class IngestPipeline:
@@ -69,6 +84,9 @@ class IngestPipeline:
         stages: dict[str, float] = dict.fromkeys(STAGES, 0.0)
         comps = self.comps
         committer = self.committer
+        if comps.storage.shared and not archive_only:
+            self._run_shared(documents, progress, counts, stages)
+            return self._report(t0, counts, stages)
         with comps.lock, comps.storage.writing():
             committer.catch_up(self.run)
             committer.finish_abandoned(self.run)
@@ -96,6 +114,130 @@ class IngestPipeline:
             with committer.abandoning():
                 committer.commit()
             stages["commit"] = time.perf_counter() - t_commit
+        return self._report(t0, counts, stages)
+
+    def _run_shared(
+        self,
+        documents: Iterable[Document],
+        progress: Callable[[int], Any] | None,
+        counts: IngestCounts,
+        stages: dict[str, float],
+    ) -> None:
+        """An ingest on an engine several processes write (Postgres replicas): each batch is
+        a change of its own, and what costs time (contexts, embedding) is done before the
+        store's change lock is taken, so other replicas' changes do not wait on it. Under the
+        lock the batch is planned again against what is committed by then (a document another
+        replica changed meanwhile is handled as it now stands) and only what the work done
+        ahead does not cover is computed there."""
+        comps, committer = self.comps, self.committer
+        done = 0
+        ran = False
+        try:
+            for batch in batches(documents):  # (a bad item: the batches before it are committed)
+                ahead = self.prepare(batch, counts, stages)
+                with comps.lock, comps.storage.writing():
+                    self._begin()
+                    with committer.abandoning(), hooks.announce("ingest-batch"):
+                        self.batch(batch, counts, False, stages, ahead)
+                    t_commit = time.perf_counter()
+                    with committer.abandoning():
+                        committer.commit()
+                    stages["commit"] += time.perf_counter() - t_commit
+                ran = True
+                done += len(batch)
+                if progress:
+                    progress(done)
+        except BaseException as exc:
+            if done:
+                exc.add_note(
+                    f"Pensive ({comps.path}): the first {done} document(s) of this call were "
+                    f"committed before the failure (a store several processes share commits "
+                    f"each batch of {BATCH} documents)."
+                )
+            raise
+        if not ran:  # nothing to ingest: still see what others committed, as a change would
+            with comps.lock, comps.storage.writing():
+                self._begin()
+                with committer.abandoning():
+                    committer.commit()
+
+    def _begin(self) -> None:
+        """The start of a change, its lock held: catch up with other processes, finish what
+        a failure left, mark the change in flight."""
+        committer = self.committer
+        committer.catch_up(self.run)
+        committer.finish_abandoned(self.run)
+        with committer.abandoning():  # its dirty mark is a write too (a full disk)
+            committer.before_change()
+
+    def prepare(
+        self, docs: list[Document], counts: IngestCounts, stages: dict[str, float]
+    ) -> Ahead:
+        """The slow part of a batch, done without the store's change lock: plan it against
+        the last commit, situate its documents and embed the passages that will need it.
+        What it computes is only a head start: the change itself plans again under the lock
+        and computes what is missing (a document another replica changed meanwhile)."""
+        comps = self.comps
+        embedder = comps.embedder.get()
+        clock = time.perf_counter
+        ahead = Ahead()
+        with comps.lock:  # (this process's readers and writers share the indexes)
+            comps.refresh()
+            t = clock()
+            todo = plan_batch(
+                comps, docs, embedder, self.situate.generator_for, False, IngestCounts()
+            )
+            t, stages["chunking"] = clock(), stages["chunking"] + clock() - t
+            scratch = IngestCounts()  # (the change counts the contexts it writes)
+            contexts, _ = self.situate.run(
+                [(p.doc, p.doc_hash, p.chunks, p.generator) for p in todo], embedder, scratch
+            )
+            counts.llm_calls += scratch.llm_calls
+            counts.contexts_cached += scratch.contexts_cached
+            counts.contexts_fallback += scratch.contexts_fallback
+            stages["contexts"] += clock() - t
+            texts: list[str] = []
+            for p in todo:
+                if p.generator is not None and p.chunks:
+                    ahead.contexts[(p.doc.id, p.doc_hash, p.generator.name)] = {
+                        c.id: contexts[c.id] for c in p.chunks if c.id in contexts
+                    }
+                old_ids = set(comps.archive.chunk_ids(p.doc.id)) if p.old else set()
+                _, fresh = self._split(p, contexts, old_ids)
+                texts.extend(join_context(contexts.get(c.id, ""), c.text) for c in fresh)
+        if texts:  # no lock: queries and other replicas go on meanwhile
+            t = clock()
+            vectors = checked(embedder, embedder.embed(texts), len(texts))
+            stages["embedding"] += clock() - t
+            ahead.vectors = dict(zip(texts, np.asarray(vectors, dtype=np.float32)))
+        return ahead
+
+    def _split(
+        self, p: DocPlan, contexts: dict[str, str], old_ids: set[str]
+    ) -> tuple[list[Chunk], list[Chunk]]:
+        """A planned document's passages: ``(kept, to embed)``. A passage keeps its stored
+        vector when its text and the context it was embedded with are both unchanged and the
+        document was fully indexed (an interrupted ingest leaves indexed=0: then nothing
+        stored can be trusted as already embedded; upserts replace)."""
+        comps = self.comps
+        trusted = bool(p.old and p.old[3] == INDEXED)
+        old_ctx = comps.archive.contexts(p.doc.id) if trusted else {}
+        kept: list[Chunk] = []
+        fresh: list[Chunk] = []
+        for c in p.chunks:
+            if (
+                trusted
+                and c.id in old_ids
+                and c.id in comps.sparse
+                and old_ctx.get(c.id, "") == contexts.get(c.id, "")
+            ):
+                kept.append(c)
+            else:
+                fresh.append(c)
+        return kept, fresh
+
+    @staticmethod
+    def _report(t0: float, counts: IngestCounts, stages: dict[str, float]) -> IngestReport:
         return IngestReport(
             added=counts.added,
             updated=counts.updated,
@@ -117,8 +259,10 @@ class IngestPipeline:
         counts: IngestCounts,
         archive_only: bool = False,
         stages: dict[str, float] | None = None,
+        ahead: Ahead | None = None,
     ) -> None:
-        """One batch through plan, chunk, situate, embed, index and derive (not committed)."""
+        """One batch through plan, chunk, situate, embed, index and derive (not committed);
+        ``ahead``: contexts and vectors computed before the change lock (:meth:`prepare`)."""
         stages = stages if stages is not None else dict.fromkeys(STAGES, 0.0)
         clock = time.perf_counter
         comps = self.comps
@@ -135,34 +279,26 @@ class IngestPipeline:
         todo = plan_batch(comps, docs, embedder, self.situate.generator_for, archive_only, counts)
         t, stages["chunking"] = clock(), stages["chunking"] + clock() - t
         contexts, gen_of = self.situate.run(
-            [(p.doc, p.doc_hash, p.chunks, p.generator) for p in todo], embedder, counts
+            [(p.doc, p.doc_hash, p.chunks, p.generator) for p in todo],
+            embedder,
+            counts,
+            known=ahead.contexts if ahead is not None else None,
         )
         t, stages["contexts"] = clock(), stages["contexts"] + clock() - t
         for p in todo:
             doc, old = p.doc, p.old
-            # an interrupted ingest leaves indexed=0: then nothing stored can be trusted as
-            # already embedded, and every passage is indexed again (upserts replace)
-            trusted = bool(old and old[3] == INDEXED)
             old_ids = set(comps.archive.chunk_ids(doc.id)) if old else set()
-            old_ctx = comps.archive.contexts(doc.id) if trusted else {}
             new_ids = set() if archive_only else {c.id for c in p.chunks}
             bmeta = backend_metadata(doc.metadata, doc.id)
             new_meta = old is not None and old[1] != metadata_json(doc.metadata)
-            for c in [] if archive_only else p.chunks:
-                meta_of[c.id] = bmeta
-                # a passage is kept when its text and the context it was embedded with are
-                # both unchanged
-                if (
-                    trusted
-                    and c.id in old_ids
-                    and c.id in comps.sparse
-                    and old_ctx.get(c.id, "") == contexts.get(c.id, "")
-                ):
-                    counts.reused += 1
-                    if new_meta:
-                        restamp.append(c.id)
-                else:
-                    to_embed.append(c)
+            if not archive_only:
+                same, fresh = self._split(p, contexts, old_ids)
+                for c in p.chunks:
+                    meta_of[c.id] = bmeta
+                counts.reused += len(same)
+                if new_meta:
+                    restamp.extend(c.id for c in same)
+                to_embed.extend(fresh)
             to_delete.extend(old_ids - new_ids)
             if old:
                 counts.updated += 1
@@ -184,7 +320,7 @@ class IngestPipeline:
         if to_embed:
             texts = [join_context(contexts.get(c.id, ""), c.text) for c in to_embed]
             t = clock()
-            vectors = checked(embedder, embedder.embed(texts), len(texts))
+            vectors = self._embed(embedder, texts, ahead)
             t, stages["embedding"] = clock(), stages["embedding"] + clock() - t
             backend.upsert(
                 [c.id for c in to_embed], vectors, [meta_of[c.id] for c in to_embed], namespace=ns
@@ -216,6 +352,19 @@ class IngestPipeline:
             stages["temporal"] += temporal_s
         if written or to_delete:
             changes.changed = True
+
+    @staticmethod
+    def _embed(embedder: Any, texts: list[str], ahead: Ahead | None) -> np.ndarray:
+        """The vectors of these texts: the ones embedded ahead of the lock, the rest now."""
+        have = ahead.vectors if ahead is not None else {}
+        missing = [t for t in dict.fromkeys(texts) if t not in have]
+        if not missing:
+            return np.stack([have[t] for t in texts])
+        if not have:
+            return np.asarray(checked(embedder, embedder.embed(texts), len(texts)))
+        made = dict(have)
+        made.update(zip(missing, checked(embedder, embedder.embed(missing), len(missing))))
+        return np.stack([np.asarray(made[t], dtype=np.float32) for t in texts])
 
     def delete(self, doc_id: str) -> int:
         """Delete a document and its passages everywhere, and commit; returns how many

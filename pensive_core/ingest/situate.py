@@ -104,9 +104,18 @@ class Situate:
         return records if is_records(doc) else prose
 
     def run(
-        self, todo: Sequence[Todo], embedder: Embedder, counts: IngestCounts
+        self,
+        todo: Sequence[Todo],
+        embedder: Embedder,
+        counts: IngestCounts,
+        known: dict[tuple[str, str, str], dict[str, str]] | None = None,
     ) -> tuple[dict[str, str], dict[str, str]]:
         """Situating contexts of the passages of these documents, fitted to the window.
+
+        Args:
+            known: Contexts already generated for a document, by ``(document id, content
+                hash, generator name)`` (an ingest's work done ahead of its change lock):
+                those documents are not situated again.
 
         Returns:
             ``(context by passage id, generator name by document id)``.
@@ -121,6 +130,10 @@ class Situate:
             if gen is None or not chunks:
                 continue
             gen_of[doc.id] = gen.name
+            ready = (known or {}).get((doc.id, doc_hash, gen.name))
+            if ready is not None:
+                contexts.update(ready)
+                continue
             groups.setdefault(id(gen), (gen, []))[1].append(ContextRequest(doc, chunks, doc_hash))
         for gen, requests in groups.values():
             # the LLM generator counts its calls, cache hits and fallbacks for the report
