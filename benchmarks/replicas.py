@@ -300,6 +300,7 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=6)
     ap.add_argument("--seconds", type=float, default=40.0, help="length of the mixed phase")
     ap.add_argument("--baseline-seconds", type=float, default=20.0, help="queries-only phase")
+    ap.add_argument("--ingest-seconds", type=float, default=20.0, help="ingests-only phase")
     ap.add_argument("--ingest-share", type=float, default=0.10)
     ap.add_argument("--replicas", default="1,2,3")
     ap.add_argument("--stale-claims", type=int, default=40)
@@ -386,10 +387,15 @@ def _run_replicas(
             procs[victim].send_signal(signal.SIGKILL)
             return victim
 
-        mix_load = _Spread(urls, claims, fresh, args.ingest_share)
+        # ingests only: how many documents/s the replicas index together (each ingest's
+        # contexts and vectors are computed before the store's change lock is taken)
+        ingest_load = _Spread(urls, claims, fresh, 1.0)
+        ingests = ingest_load.run(args.clients, args.ingest_seconds, args.seed + 2)
+        ingests["documents_per_s"] = round(len(ingest_load.acked) / ingests["seconds"], 2)
+        mix_load = _Spread(urls, claims, ingest_load.fresh, args.ingest_share)
         mix = mix_load.run(args.clients, args.seconds, args.seed + 1, kill if r > 1 else None)
         live = [u for u, ok in zip(urls, mix_load.alive) if ok]
-        verified = _verify(live, mix_load.acked)
+        verified = _verify(live, ingest_load.acked + mix_load.acked)
         sample = random.Random(args.seed + r).sample(claims, args.stale_claims)
         stale = _stale(live, sample, config, root / f"check-{r}")
     finally:
@@ -402,17 +408,20 @@ def _run_replicas(
             except subprocess.TimeoutExpired:
                 proc.kill()
     line = (f"{r} replica(s): queries only {base['requests_per_s']}/s "
-               f"p50 {base['queries'].get('p50_ms')} ms; mix {mix['requests_per_s']}/s, "
-               f"errors {base['errors'] + mix['errors']}, acked {verified['acknowledged']}, "
+               f"p50 {base['queries'].get('p50_ms')} ms; ingests only "
+               f"{ingests['documents_per_s']} docs/s; mix {mix['requests_per_s']}/s, "
+               f"errors {base['errors'] + ingests['errors'] + mix['errors']}, "
+               f"acked {verified['acknowledged']}, "
                f"found {verified['found_by_title']}/{verified['checks']}, "
                f"stale {stale['stale']}/{stale['l1_answers_checked']}")  # fmt: skip
     return {
         "replicas": r,
         "queries_only": base,
+        "ingests_only": ingests,
         "mix": mix,
         "acknowledged_ingests": verified,
         "stale_l1": stale,
-        "acked_ids": [d.id for d in mix_load.acked],
+        "acked_ids": [d.id for d in ingest_load.acked + mix_load.acked],
         "summary": line,
     }
 
@@ -425,7 +434,8 @@ def _markdown(r: dict[str, Any]) -> str:
         f"cores shared by the replicas, Postgres and the clients), {r['data']['base_documents']} "
         "SciFact abstracts, default configuration on the Postgres engine. Queries: SciFact "
         "claims, k = 10. Ingests: one held-out abstract each, waiting for its commit. With 2 or "
-        "3 replicas one is SIGKILLed half way through the mix; its clients move on. Every run "
+        "3 replicas one is SIGKILLed half way through the mix; its clients move on. Ingests only: "
+        "every request ingests one abstract. Every run "
         "starts from an empty L1 cache and ingests documents no other run saw. Claims repeat "
         "(809 drawn uniformly), so a share of answers comes from the shared L1 cache, and that "
         "share grows with the request rate: 'answers computed/s' is the CPU-bound part.",
@@ -448,6 +458,11 @@ def _markdown(r: dict[str, Any]) -> str:
                      f"{b['computed_answers_per_s']} | {l1(b)} | "
                      f"{pct(b['queries'])} | - | {b['errors']} | "
                      f"{b['postgres_cpu_ms_per_query']} |")  # fmt: skip
+        if "ingests_only" in run:
+            g = run["ingests_only"]
+            lines.append(f"| {run['replicas']} | ingests only ({g['documents_per_s']} "
+                         f"documents/s) | {g['requests_per_s']} | - | - | - | "
+                         f"{pct(g['ingests'])} | {g['errors']} | |")  # fmt: skip
         lines.append(f"| {run['replicas']} | 90/10 mix | {m['requests_per_s']} | "
                      f"{m['computed_answers_per_s']} | {l1(m)} | "
                      f"{pct(m['queries'])} | {pct(m['ingests'])} | {m['errors']} | |")  # fmt: skip
