@@ -178,6 +178,12 @@ class Committer:
         finally:
             self._catching_up = False
 
+    @property
+    def recovering(self) -> bool:
+        """A recovery (or a catch-up that may start one) is running: its re-indexing is one
+        change under the lock it holds, committed once at its end."""
+        return self._catching_up
+
     def finish_abandoned(self, reindex: Callable[[list[Document]], Any]) -> None:
         """Before a new change: finish one a failure left (through ``reindex``)."""
         if self.abandoned:

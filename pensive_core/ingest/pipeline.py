@@ -84,7 +84,9 @@ class IngestPipeline:
         stages: dict[str, float] = dict.fromkeys(STAGES, 0.0)
         comps = self.comps
         committer = self.committer
-        if comps.storage.shared and not archive_only:
+        # (a recovery's re-indexing stays one change: a commit between its batches would clear
+        # the change's mark while documents it has not reached are still pending)
+        if comps.storage.shared and not archive_only and not committer.recovering:
             self._run_shared(documents, progress, counts, stages)
             return self._report(t0, counts, stages)
         with comps.lock, comps.storage.writing():

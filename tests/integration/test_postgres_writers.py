@@ -196,3 +196,22 @@ def test_llm_contexts_made_ahead_are_neither_asked_for_twice_nor_counted_twice(
     assert (pg.contexts, pg.contexts_cached, pg.chunks_embedded) == (
         emb.contexts, emb.contexts_cached, emb.chunks_embedded)  # fmt: skip
     assert answers[0] == answers[1]
+
+
+def test_a_recovery_of_many_documents_is_one_change(pair):
+    a, b = pair
+    docs = [Document(f"n{i}", f"Harbour note {i}: tide gauge reading number {i}.")
+            for i in range(300)]  # fmt: skip
+    a.ingest(docs)  # (two batches: two commits on this engine)
+    # the state a writer killed mid-change leaves: every document pending, the change marked
+    archive = a.components.archive
+    archive.mark_dirty()
+    archive.mark_pending({d.id for d in docs})
+    before = a.commit_number  # (b has not looked yet)
+    b.delete("n0")  # b's change finds the mark and finishes the change first
+    # one commit for the recovery (all 300 re-indexed: never a commit clearing the mark while
+    # documents it had not reached were pending), one for the delete
+    assert b.commit_number == before + 2
+    assert not archive.unindexed()
+    assert level(a) == level(b) == (299, 299, 299)
+    assert b.query("tide gauge reading number 250", k=1).hits[0].doc_id == "n250"
