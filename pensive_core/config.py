@@ -553,7 +553,7 @@ class StorageConfig(_Section):
 
 
 class PensiveConfig(_Section):
-    """The whole configuration. Every key has a default; see ``README.md`` for each."""
+    """The whole configuration. Every key has a default (the docs' reference lists them)."""
 
     storage: StorageConfig = StorageConfig()
     backend: BackendConfig = BackendConfig()

@@ -69,7 +69,7 @@ class PensiveChatMessageHistory(BaseChatMessageHistory):
         InputError: On an empty session id, namespace or user, or a ``pensive`` without
             conversations.
 
-    Example:
+    Examples:
         >>> history = PensiveChatMessageHistory(store, "session-42")  # doctest: +SKIP
         >>> history.add_messages([HumanMessage("Hi"), AIMessage("Hello!")])
         >>> [m.type for m in history.messages]

@@ -39,7 +39,7 @@ ODD_ID = "odd rtl\u200f zwsp\u200b \u202eevil"  # ids and keys take all but NUL 
 SURROGATE = "\udc80"
 # each of these converts to a time before year 1 or after year 9999 in UTC
 OVERFLOWS = ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00", "9999-12-31T23:59:59-01:00"]
-# documented in the README's error table, with their statuses
+# documented in the error table of docs/service.md, with their statuses
 DOCUMENTED_4XX = {
     "invalid_input": 400,
     "invalid_json": 400,
@@ -573,13 +573,13 @@ def test_every_code_the_server_gives_is_in_the_readme_table_with_its_status():
                 given.add((status.value, code.value))
     # chosen at run time: the framework's refusals
     given |= {(404, "not_found"), (405, "method_not_allowed"), (400, "invalid_body")}
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "service.md").read_text()
     table: set[tuple[str, str]] = set()
     for status, codes in re.findall(r"^  \| (\dxx|\d{3}) \| (`[^|]+`) \|", readme, re.M):
         table |= {(status, c) for c in re.findall(r"`([a-z_]+)`", codes)}
     assert len(given) > 15
     for status, code in given:
-        assert (str(status), code) in table, f"{status} {code} is not in the README's table"
+        assert (str(status), code) in table, f"{status} {code} is not in the docs' table (docs/service.md)"
     assert ("4xx", "http_error") in table
     for status, code in table:  # and nothing listed that the server never gives
         assert code == "http_error" or (int(status), code) in given, code

@@ -58,7 +58,7 @@ def test_store_remembers_config_and_refuses_structural_change(tmp_path):
         Pensive(tmp_path, config={"embedder": {"name": "minilm"}})
 
 
-def test_the_readme_config_block_is_the_defaults():
+def test_the_docs_config_block_is_the_defaults():
     import re
     from pathlib import Path
 
@@ -66,7 +66,6 @@ def test_the_readme_config_block_is_the_defaults():
 
     from pensive_core.config import PensiveConfig, load_config
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme[readme.index("## Configuration") : readme.index("## How it works")]
-    (block,) = re.findall(r"```toml\n(.*?)```", section, re.S)
+    page = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    (block,) = re.findall(r"```toml\n(.*?)```", page, re.S)[:1]
     assert load_config(tomllib.loads(block), environ={}) == PensiveConfig()
