@@ -66,6 +66,7 @@ def _pages_with_python() -> list[Path]:
     return [p for p in PAGES if any(b.lang == "python" and not b.not_run for b in blocks(p))]
 
 
+@pytest.mark.slow  # the examples load the bundled MiniLM
 @pytest.mark.parametrize("page", _pages_with_python(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_python_blocks_run(page, tmp_path, monkeypatch):
     """A page's Python blocks in order, in one namespace, in a scratch folder."""
@@ -101,6 +102,7 @@ def test_toml_and_json_blocks_load():
             json.loads(b.code)
 
 
+@pytest.mark.slow  # a few seconds: mkdocs reads every page and docstring
 def test_the_site_builds_strict(tmp_path):
     pytest.importorskip("mkdocs")
     out = subprocess.run(
