@@ -241,6 +241,9 @@ class PgvectorBackend:
 
             def make(conn: Any) -> None:
                 with conn.transaction():
+                    # two processes creating one table at once collide in the catalog
+                    # (CREATE ... IF NOT EXISTS is not atomic): one at a time
+                    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"ddl:{name}",))
                     conn.execute(
                         sql.SQL(
                             "CREATE TABLE IF NOT EXISTS {} (id text PRIMARY KEY, "

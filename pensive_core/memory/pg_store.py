@@ -101,7 +101,10 @@ class PostgresTurnLog:
         self.namespace = namespace
         self.session_id = session_id
         self.read_only = read_only
-        self._t = PgTables(dsn, prefix, _LOG_NAMES, "session log", timeout_s, read_only)
+        # its own connection: a summary is written by an LLM inside the log's transaction
+        self._t = PgTables(
+            dsn, prefix, _LOG_NAMES, "session log", timeout_s, read_only, shared=False
+        )
         self._k = {"ns": namespace, "sid": session_id}
         if not read_only:
             if not self._t.exists(*_LOG_TABLES):

@@ -12,9 +12,10 @@ environment variable.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from ..errors import BackendError, MissingDependencyError
@@ -69,16 +70,44 @@ def first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
+class _Physical:
+    """One psycopg connection and the lock that serialises its use; shared by every
+    :class:`PgConnection` of this process with the same DSN and mode (see there)."""
+
+    def __init__(self, key: tuple[str, bool] | None) -> None:
+        self.key = key
+        self.conn: Any = None
+        self.lock = threading.RLock()
+        self.users = 0
+        self.setups: list[Callable[[Any], None]] = []
+
+
+_SHARED: dict[tuple[str, bool], _Physical] = {}
+_SHARED_LOCK = threading.Lock()
+
+
 class PgConnection:
-    """One autocommit connection, reopened when the server drops it. It shows in
-    ``pg_stat_activity`` as ``application_name = 'pensive'`` unless the DSN names another.
+    """A part's use of one autocommit connection, reopened when the server drops it. It shows
+    in ``pg_stat_activity`` as ``application_name = 'pensive'`` unless the DSN names another.
+
+    The parts of a process that name the same DSN (the parts of one store, the pgvector
+    backends of one server) share one connection unless ``shared=False``: each call runs
+    under that connection's lock, and a transaction a part holds open across calls holds it
+    too (:meth:`held`), so no other thread's statement lands inside it. A store then costs
+    one connection per process, plus the change lock's own while it writes, instead of one
+    per part.
 
     Args:
         dsn: The connection string.
         purpose: What the connection is for, in messages ("The pgvector backend").
         timeout_s: Connect timeout.
-        setup: Run on every new connection (create an extension, register adapters).
+        setup: Run on every new connection (create an extension, register adapters); on a
+            shared connection every sharer's setup runs.
         hint: Where the DSN comes from, for the connect error ("[backend.pgvector] dsn").
+        shared: Share the connection with the process's other parts on the same DSN (False:
+            a connection of its own, as a session-level advisory lock needs).
+        read_only: The setup makes the session refuse writes: such connections are shared
+            only among themselves.
 
     Raises:
         MissingDependencyError: If psycopg is not installed.
@@ -92,6 +121,8 @@ class PgConnection:
         timeout_s: float = 10.0,
         setup: Callable[[Any], None] | None = None,
         hint: str = "the DSN",
+        shared: bool = True,
+        read_only: bool = False,
     ) -> None:
         self._psycopg = psycopg_module(purpose)
         self._dsn = dsn
@@ -100,11 +131,71 @@ class PgConnection:
         self._timeout = max(1, int(timeout_s))
         self._setup = setup
         self._hint = hint
-        self._lock = threading.RLock()
-        self.conn: Any = None
-        self._connect()
+        self._key = (dsn, read_only) if shared else None
+        self._phys: _Physical | None = None
+        try:
+            with self.held():  # connected now: a wrong DSN fails at open, not at first use
+                pass
+        except BaseException:
+            self._detach()
+            raise
 
-    def _connect(self) -> None:
+    # -- the shared connection -----------------------------------------------------------------
+    def _attach(self) -> _Physical:
+        if self._phys is not None:
+            return self._phys
+        with _SHARED_LOCK:
+            phys = _SHARED.get(self._key) if self._key is not None else None
+            if phys is None:
+                phys = _Physical(self._key)
+                if self._key is not None:
+                    _SHARED[self._key] = phys
+            phys.users += 1
+            if self._setup is not None:
+                phys.setups.append(self._setup)
+        self._phys = phys
+        if phys.conn is not None and not phys.conn.closed and self._setup is not None:
+            with phys.lock:  # a sharer that came later: its setup runs on the open connection
+                try:
+                    self._setup(phys.conn)
+                except Exception:
+                    self._detach()
+                    raise
+        return phys
+
+    def _detach(self) -> None:
+        phys, self._phys = self._phys, None
+        if phys is None:
+            return
+        with _SHARED_LOCK:
+            phys.users -= 1
+            if self._setup is not None and self._setup in phys.setups:
+                phys.setups.remove(self._setup)
+            last = phys.users <= 0
+            if last and phys.key is not None and _SHARED.get(phys.key) is phys:
+                del _SHARED[phys.key]
+        if last:
+            with phys.lock:
+                if phys.conn is not None:
+                    phys.conn.close()
+                    phys.conn = None
+
+    @property
+    def conn(self) -> Any:
+        """The psycopg connection (None before the first call or after :meth:`close`)."""
+        return self._phys.conn if self._phys is not None else None
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[Any]:
+        """Hold the connection for a block of calls (a transaction spanning several):
+        connected, and no other thread's call runs on it until the block ends."""
+        phys = self._attach()
+        with phys.lock:
+            if phys.conn is None or phys.conn.closed:
+                self._connect(phys)
+            yield phys.conn
+
+    def _connect(self, phys: _Physical) -> None:
         psycopg = self._psycopg
         try:
             extra = {} if "application_name" in self._dsn else {"application_name": "pensive"}
@@ -121,13 +212,13 @@ class PgConnection:
                 f"cannot connect to Postgres ({self.purpose}): the DSN is malformed "
                 f"({type(exc).__name__}; not shown, it may hold a password); check {self._hint}"
             ) from None
-        if self._setup is not None:
-            try:
-                self._setup(conn)
-            except Exception:
-                conn.close()
-                raise
-        self.conn = conn
+        try:
+            for setup in list(phys.setups):
+                setup(conn)
+        except Exception:
+            conn.close()
+            raise
+        phys.conn = conn
 
     def run(self, what: str, fn: Callable[[Any], T]) -> T:
         """``fn(connection)``; a dropped connection is reopened and ``fn`` run once more.
@@ -136,19 +227,21 @@ class PgConnection:
             BackendError: If it fails again, or the server refuses the statement.
         """
         psycopg = self._psycopg
-        with self._lock:
+        phys = self._attach()
+        with phys.lock:
             for attempt in (0, 1):
-                if self.conn is None or self.conn.closed:
-                    self._connect()
+                if phys.conn is None or phys.conn.closed:
+                    self._connect(phys)
+                conn = phys.conn
                 try:
-                    return fn(self.conn)
+                    return fn(conn)
                 except psycopg.OperationalError as exc:
-                    broken = self.conn.broken or self.conn.closed
+                    broken = conn.broken or conn.closed
                     if attempt == 0 and broken:
                         try:
-                            self.conn.close()
+                            conn.close()
                         finally:
-                            self.conn = None
+                            phys.conn = None
                         continue
                     # a lost connection, a deadlock or serialization failure, a shutdown:
                     # worth retrying; a limit (a key too long) is not
@@ -166,8 +259,6 @@ class PgConnection:
         raise AssertionError("unreachable")
 
     def close(self) -> None:
-        """Close the connection (a later :meth:`run` reopens it)."""
-        with self._lock:
-            if self.conn is not None:
-                self.conn.close()
-                self.conn = None
+        """This part is done with the connection: closed when no other part shares it (a
+        later :meth:`run` opens it again)."""
+        self._detach()

@@ -127,14 +127,10 @@ class PostgresArchive:
     def transaction(self) -> Iterator[None]:
         """One write transaction (a nested one is a savepoint): committed on success, rolled
         back on any exception."""
-        conn = self._pg.conn
-        if conn is None or conn.closed:
-            self._pg.run("reconnect", lambda c: None)
-            conn = self._pg.conn
         import psycopg
 
-        try:
-            with conn.transaction():
+        try:  # held to the end: another thread's call on the shared connection waits
+            with self._pg.held() as conn, conn.transaction():
                 self._depth += 1
                 try:
                     yield

@@ -98,6 +98,10 @@ class PgTables:
         part: What they hold, for messages ("session log").
         timeout_s: Connect timeout.
         read_only: Open a connection on which Postgres refuses every write.
+        shared: Share the process's connection to the DSN with the other parts (see
+            :class:`~pensive_core.storage.pg.PgConnection`); False for a part whose
+            transactions may wait on something slow (a session log's summary, written by an
+            LLM inside its transaction), so that no other part waits with it.
 
     Raises:
         ConfigError: If the prefix is not valid.
@@ -112,13 +116,16 @@ class PgTables:
         part: str,
         timeout_s: float = 10,
         read_only: bool = False,
+        shared: bool = True,
     ) -> None:
         self.prefix = check_prefix(prefix, part)
         from psycopg import sql
 
         self.part = part
         setup = _read_only_session if read_only else _utc_session
-        self.pg = PgConnection(dsn, f"The Postgres {part}", timeout_s, setup=setup)
+        self.pg = PgConnection(
+            dsn, f"The Postgres {part}", timeout_s, setup=setup, shared=shared, read_only=read_only
+        )
         self.address = self.pg.address
         self._suffix = dict(names) if isinstance(names, Mapping) else {n: n for n in names}
         self.names = {k: sql.Identifier(f"{prefix}_{v}") for k, v in self._suffix.items()}
@@ -180,9 +187,8 @@ class PgTables:
         self.pg.run("start a transaction", lambda conn: conn.execute("SELECT 1"))
         import psycopg
 
-        conn = self.pg.conn
-        try:
-            with conn.transaction():
+        try:  # held to the end: another thread's call on the shared connection waits
+            with self.pg.held() as conn, conn.transaction():
                 self.depth += 1
                 try:
                     yield

@@ -148,9 +148,11 @@ class PostgresStorage:
         self._check_schema()
 
     # -- connections and the schema --------------------------------------------------------
-    def _connect(self, purpose: str) -> PgConnection:
+    def _connect(self, purpose: str, shared: bool = True) -> PgConnection:
         try:
-            return PgConnection(self.dsn, purpose, self.cfg.connect_timeout_s, hint="[storage] dsn")
+            return PgConnection(
+                self.dsn, purpose, self.cfg.connect_timeout_s, hint="[storage] dsn", shared=shared
+            )
         except Exception as exc:
             raise StorageError(str(exc)) from None
 
@@ -271,7 +273,8 @@ class PostgresStorage:
         with self._lock_mutex:
             if self._lock_depth == 0:
                 if self._lock_pg is None:
-                    self._lock_pg = self._connect("The Postgres store's change lock")
+                    # (a connection of its own: the lock is its session's)
+                    self._lock_pg = self._connect("The Postgres store's change lock", False)
                 key = f"pensive change:{self.schema}"
                 try:
                     self._holder = self._lock_pg.run(

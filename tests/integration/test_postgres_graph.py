@@ -113,7 +113,7 @@ def test_a_dropped_connection_is_survived(postgres_dsn, tmp_path):
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
             "WHERE application_name = 'pensive_graph_kill'"
         ).fetchall()
-    assert len(killed) == 2  # the graph's and the learning tables' (one between them)
+    assert len(killed) == 1  # the graph and its learning tables share one connection
     g.add_document("b", [("b#1", 0, "[acme]")], MARKUP)  # a write reconnects once
     assert g.mentioning(["acme"]) == {"a#1", "b#1"}
     uses.use(["a#1"], 1.0)
@@ -290,7 +290,8 @@ def test_writers_queue_per_document_and_no_lock_is_global(postgres_dsn, tmp_path
         )
 
         def write(doc: str, key: str) -> None:
-            other = PostgresGraphStore(postgres_dsn, prefix)
+            # a replica of its own (in one process, stores on one DSN share a connection)
+            other = PostgresGraphStore(named(postgres_dsn, f"pensive_writer_{doc}"), prefix)
             other.add_document(doc, [(f"{doc}#1", 0, f"[{key}]")], MARKUP)
             other.close()
             done.append(doc)

@@ -234,7 +234,8 @@ def test_writers_queue_per_document_and_no_lock_is_global(postgres_dsn, tmp_path
         )
 
         def write(doc: str) -> None:
-            other = PostgresTemporalStore(postgres_dsn, prefix)
+            # a replica of its own (in one process, stores on one DSN share a connection)
+            other = PostgresTemporalStore(named(postgres_dsn, f"pensive_writer_{doc}"), prefix)
             other.add_document(doc, [(f"{doc}#1", "{ceo=john}")], None, TAGGED)
             other.close()
             done.append(doc)

@@ -215,3 +215,31 @@ def test_a_recovery_of_many_documents_is_one_change(pair):
     assert not archive.unindexed()
     assert level(a) == level(b) == (299, 299, 299)
     assert b.query("tide gauge reading number 250", k=1).hits[0].doc_id == "n250"
+
+
+def test_a_store_costs_two_connections_and_a_session_five(postgres_dsn, tmp_path):
+    import psycopg
+
+    app = "pensive_count"
+    dsn = postgres_dsn + ("&" if "?" in postgres_dsn else "?") + f"application_name={app}"
+
+    def connections() -> int:
+        with psycopg.connect(postgres_dsn, autocommit=True) as c:
+            return c.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (app,)
+            ).fetchone()[0]
+
+    cfg = {**HASH, "storage": {"engine": "postgres", "dsn": dsn, "schema_name": "wcount"}}
+    with Pensive(tmp_path / "s", config=cfg) as p:
+        p.ingest(docs_corpus())
+        p.query("green tea", k=3)
+        # every part of the store shares one connection; the change lock has its own
+        assert connections() == 2
+        for i in range(3):
+            chat = p.conversation(f"s{i}")
+            chat.add("user", f"I moved to Lisbon, note {i}")
+            chat.recall("where do I live?")
+        # a session: its log (its own: a summary may be written inside its transaction)
+        # and its two stores (one shared connection and a change lock each)
+        assert connections() <= 2 + 3 * 5
+    assert connections() == 0
