@@ -46,6 +46,8 @@ EXPECTED = {
     "chunk_text",
     "ensure_utc",
     "load_config",
+    "render_turn",
+    "render_turns",
     "rrf",
     "weighted",
     "zscore",
