@@ -15,11 +15,13 @@ from langchain_core.callbacks import (
 )
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, field_validator
 
 from pensive_core.errors import InputError
+from pensive_core.filters import parse_filter
 from pensive_core.timeutil import to_iso
 from pensive_core.types import Hit
+from pensive_core.validate import MAX_K
 
 __all__ = ["PensiveLangChainRetriever", "hit_to_document"]
 
@@ -76,7 +78,7 @@ class PensiveLangChainRetriever(BaseRetriever):
     Raises:
         InputError: If ``pensive`` is missing or not a store.
         pydantic.ValidationError: On a bad or unknown field (named in the message), e.g.
-            ``k=0`` or ``top_k=3``.
+            ``k=0``, ``as_of="soon"``, ``filters={"$nope": 1}`` or ``top_k=3``.
 
     Example:
         >>> retriever = PensiveLangChainRetriever(Pensive("./pensive-data"), k=3)  # doctest: +SKIP
@@ -88,13 +90,20 @@ class PensiveLangChainRetriever(BaseRetriever):
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     pensive: Any
-    k: int = Field(default=4, ge=1)
+    k: int = Field(default=4, ge=1, le=MAX_K)
     as_of: datetime | None = None
     filters: dict[str, Any] | None = None
 
+    @field_validator("filters")
+    @classmethod
+    def _check_filters(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        parse_filter(value)  # a malformed filter fails here, naming its field, not per query
+        return value
+
     def __init__(self, pensive: Any = None, /, **kwargs: Any) -> None:
-        # the store may come by position, as for LangChain's own retrievers' first argument;
-        # pydantic would only take it by keyword (and answer a positional one with a TypeError)
+        # the store may come by position, as every other Pensive adapter takes it
+        # (PensiveStore(p), PensiveCache(p), ...); pydantic alone takes fields by keyword only
+        # and answers a positional one with a bare TypeError
         if pensive is not None and "pensive" in kwargs:
             raise InputError("pensive given twice: by position and as pensive=...")
         store = kwargs.pop("pensive", pensive)

@@ -16,8 +16,10 @@ from typing import Any
 
 from pensive_core import Pensive, PensiveConfig
 from pensive_core.errors import InputError, MissingDependencyError
+from pensive_core.filters import parse_filter
 from pensive_core.timeutil import to_iso
 from pensive_core.types import Hit
+from pensive_core.validate import MAX_K
 
 try:
     from llama_index.core.base.base_retriever import BaseRetriever
@@ -93,7 +95,7 @@ class PensiveLlamaIndexRetriever(BaseRetriever):
 
     Args:
         pensive: An open store (the caller keeps owning it).
-        similarity_top_k: How many passages per query (a positive int).
+        similarity_top_k: How many passages per query (1 to 1000).
         as_of: Only passages of documents timestamped at or before this time.
         filters: A Mongo-style metadata filter (see :meth:`Pensive.query`).
         callback_manager: LlamaIndex callbacks.
@@ -103,8 +105,9 @@ class PensiveLlamaIndexRetriever(BaseRetriever):
 
     Raises:
         TypeError: If ``pensive`` is not a :class:`~pensive_core.Pensive`.
-        InputError: If ``similarity_top_k`` is not a positive int, or ``k`` and
-            ``similarity_top_k`` disagree.
+        InputError: If ``similarity_top_k`` is not an int from 1 to 1000, ``k`` and
+            ``similarity_top_k`` disagree, ``as_of`` is not a datetime or ``filters`` is
+            malformed (the message names the field).
 
     Example:
         >>> retriever = PensiveLlamaIndexRetriever.from_defaults(path="./pensive-data")  # doctest: +SKIP
@@ -141,6 +144,9 @@ class PensiveLlamaIndexRetriever(BaseRetriever):
                 )
             similarity_top_k = k
         _check_top_k(similarity_top_k)
+        if as_of is not None and not isinstance(as_of, datetime):
+            raise InputError(f"as_of must be a datetime or None, got {type(as_of).__name__}")
+        parse_filter(filters)  # a malformed filter fails here, naming its field, not per query
         super().__init__(callback_manager=callback_manager, verbose=verbose)
         self.pensive = pensive
         self.similarity_top_k = similarity_top_k
@@ -269,8 +275,8 @@ class PensiveLlamaIndexRetriever(BaseRetriever):
 
 
 def _check_top_k(value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InputError(f"similarity_top_k must be a positive int, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_K:
+        raise InputError(f"similarity_top_k must be an int from 1 to {MAX_K}, got {value!r}")
 
 
 def __getattr__(name: str) -> Any:

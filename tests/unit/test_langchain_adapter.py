@@ -202,6 +202,12 @@ def test_constructor_validates(store):
         PensiveLangChainRetriever(store, pensive=store)
     with pytest.raises(ValidationError, match=r"(?s)\bk\b.*greater than or equal to 1"):
         PensiveLangChainRetriever(pensive=store, k=0)
+    with pytest.raises(ValidationError, match=r"(?s)\bk\b.*less than or equal to 1000"):
+        PensiveLangChainRetriever(store, k=1001)
+    with pytest.raises(ValidationError, match=r"(?s)as_of.*datetime"):
+        PensiveLangChainRetriever(store, as_of="soon")
+    with pytest.raises(ValidationError, match=r"(?s)filters.*not an identifier"):
+        PensiveLangChainRetriever(store, filters={"bad field": 1})
     # a misspelt field is named, not silently dropped
     with pytest.raises(ValidationError, match=r"(?s)top_k.*Extra inputs are not permitted"):
         PensiveLangChainRetriever(store, top_k=3)

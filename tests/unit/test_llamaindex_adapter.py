@@ -253,9 +253,14 @@ def test_retriever_follows_llamaindex_conventions(store):
     assert r.similarity_top_k == DEFAULT_SIMILARITY_TOP_K == 2
     assert len(r.retrieve("Acme revenue")) == DEFAULT_SIMILARITY_TOP_K
     assert "similarity_top_k=2" in repr(r)
-    for bad in (0, -1, 2.5, True, "3"):
+    for bad in (0, -1, 1001, 2.5, True, "3"):
         with pytest.raises(InputError, match="similarity_top_k"):
             PensiveLlamaIndexRetriever(store, similarity_top_k=bad)  # type: ignore[arg-type]
+    # the other options fail at construction too, not at the first query
+    with pytest.raises(InputError, match="as_of"):
+        PensiveLlamaIndexRetriever(store, as_of="2024-01-01")  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="not an identifier"):
+        PensiveLlamaIndexRetriever(store, filters={"bad field": 1})
 
 
 def test_from_defaults_over_a_store_or_a_path(store, tmp_path):
