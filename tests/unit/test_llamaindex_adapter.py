@@ -511,3 +511,17 @@ def test_memory_block_context_does_not_repeat_the_question(hash_store):
     memory.put(ChatMessage(role="user", content=question))
     messages = memory.get()
     assert sum(question in (m.content or "") for m in messages) == 1
+
+
+def test_query_fusion_retriever_fuses_pensive_with_its_own_top_k(store):
+    from llama_index.core.retrievers import QueryFusionRetriever
+
+    fusion = QueryFusionRetriever(
+        [PensiveLlamaIndexRetriever(store, similarity_top_k=4)],
+        llm=MockLLM(),
+        num_queries=1,  # the question alone: no LLM-written variants
+        similarity_top_k=2,
+        use_async=False,
+    )
+    nodes = fusion.retrieve("arctic tern migration")
+    assert len(nodes) == 2 and nodes[0].node.metadata["doc_id"] == "bird"
