@@ -28,6 +28,8 @@ from .memory import (
     PromptBuilder,
     PromptItem,
     Turn,
+    render_turn,
+    render_turns,
 )
 from .timeutil import ensure_utc
 from .tokenize import Tokenizer
@@ -77,6 +79,8 @@ __all__ = [
     "chunk_text",
     "ensure_utc",
     "load_config",
+    "render_turn",
+    "render_turns",
     "repair_store",
     "rrf",
     "verify_store",

@@ -2,11 +2,15 @@
 
 The adapters only convert between Pensive's types and LangChain's; the logic is in
 ``pensive_core``. Install with ``pip install "pensive[langchain]"``.
+
+``PensiveRetriever`` is the deprecated name of :class:`PensiveLangChainRetriever` (importing it
+warns; it is removed in the next release).
 """
 
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import Any
 
 from pensive_core.errors import MissingDependencyError
@@ -18,10 +22,10 @@ except ImportError as e:  # pragma: no cover - exercised with the extra uninstal
 
 from .cache import PensiveCache
 from .history import PensiveChatMessageHistory
-from .retriever import PensiveRetriever
+from .retriever import PensiveLangChainRetriever
 
 __all__ = [
-    "PensiveRetriever",
+    "PensiveLangChainRetriever",
     "PensiveChatMessageHistory",
     "PensiveCache",
     "PensiveStore",
@@ -36,6 +40,16 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
+    if name == "PensiveRetriever":
+        # the old name, kept one release: both adapter packages had a PensiveRetriever, so
+        # importing both in one module silently shadowed one
+        warnings.warn(
+            "pensive_langchain.PensiveRetriever is deprecated: use PensiveLangChainRetriever "
+            "(the old name is removed in the next release)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return PensiveLangChainRetriever
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

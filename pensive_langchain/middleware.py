@@ -1,7 +1,8 @@
 """Conversation memory for ``langchain.agents.create_agent``: ``PensiveMemoryMiddleware``.
 
 Before each model call, the turns of the session that bear on the latest user message are
-recalled from :meth:`Pensive.conversation` and appended to the system prompt; after the agent
+recalled from :meth:`Pensive.conversation` and appended to the system prompt (one line per turn,
+``[2024-05-02] user: text``, as :func:`pensive_core.render_turn` renders it); after the agent
 finishes, the user's message and the agent's final reply are stored as turns. This module only
 converts messages to and from Pensive turns.
 """
@@ -11,12 +12,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
 
-from pensive_core import Pensive
+from pensive_core import Pensive, render_turns
 from pensive_core.errors import InputError
 from pensive_core.memory import Conversation
 
@@ -103,14 +104,14 @@ class PensiveMemoryMiddleware(AgentMiddleware):
     def _with_memories(self, request: ModelRequest, chat: Conversation) -> ModelRequest:
         last = _last(request.messages, HumanMessage)
         query = last[1].text.strip() if last else ""
-        scope = "user" if self.user is not None else "session"
+        scope: Literal["session", "user"] = "user" if self.user is not None else "session"
         if not query or (scope == "session" and not len(chat)):
             return request
         hits = chat.recall(query, self.k, scope=scope)
         if not hits:
             return request
-        lines = "\n".join(f"- {h.metadata.get('role', 'turn')}: {h.text}" for h in hits)
-        memo = f"{self.header}\n{lines}"
+        # one line per turn, as every Pensive prompt shows turns: "[2024-05-02] user: text"
+        memo = f"{self.header}\n{render_turns(hits)}"
         prompt = request.system_prompt
         text = f"{prompt}\n\n{memo}" if prompt else memo
         return request.override(system_message=SystemMessage(content=text))

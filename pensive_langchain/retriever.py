@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import warnings
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -17,10 +18,12 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, field_validator
 
 from pensive_core.errors import InputError
+from pensive_core.filters import parse_filter
 from pensive_core.timeutil import to_iso
 from pensive_core.types import Hit
+from pensive_core.validate import MAX_K
 
-__all__ = ["PensiveRetriever", "hit_to_document"]
+__all__ = ["PensiveLangChainRetriever", "hit_to_document"]
 
 # invoke-time keyword arguments honoured per call; "verbose" is LangChain's own and ignored
 _CALL_ARGS = frozenset({"k", "as_of", "filters"})
@@ -57,42 +60,60 @@ def hit_to_document(hit: Hit, tier: str | None = None) -> Document:
     return Document(page_content=hit.text, metadata=meta, id=hit.chunk_id)
 
 
-class PensiveRetriever(BaseRetriever):
+class PensiveLangChainRetriever(BaseRetriever):
     """Retrieve passages from a Pensive store (L1 cache, hybrid L2, archive L3).
 
+    Returns ``k`` documents, by default 4: LangChain's own default (``VectorStore.as_retriever()``
+    and its ``similarity_search``, ``BM25Retriever``), so a retriever swapped in for another
+    sends the model as many documents as before.
+
     Args:
-        pensive: An open :class:`pensive_core.Pensive` store (the caller closes it).
+        pensive: An open :class:`pensive_core.Pensive` store (the caller closes it), by
+            position or keyword.
         k: How many documents to return; ``invoke(query, k=2)`` overrides it for one call.
         as_of: Only passages of documents timestamped at or before this time.
         filters: A Mongo-style metadata filter, e.g. ``{"source": "q3.pdf"}``.
+        **kwargs: LangChain's retriever fields (``tags``, ``metadata``).
+
+    Raises:
+        InputError: If ``pensive`` is missing or not a store.
+        pydantic.ValidationError: On a bad or unknown field (named in the message), e.g.
+            ``k=0``, ``as_of="soon"``, ``filters={"$nope": 1}`` or ``top_k=3``.
 
     Example:
-        >>> retriever = PensiveRetriever(pensive=Pensive("./pensive-data"), k=3)  # doctest: +SKIP
+        >>> retriever = PensiveLangChainRetriever(Pensive("./pensive-data"), k=3)  # doctest: +SKIP
         >>> retriever.invoke("What was revenue in Q3 2024?")[0].metadata["doc_id"]
         'q3'
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    # unknown fields are refused, not dropped: a misspelt option (top_k=3) must not go unseen
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     pensive: Any
-    k: int = Field(default=4, ge=1)
+    k: int = Field(default=4, ge=1, le=MAX_K)
     as_of: datetime | None = None
     filters: dict[str, Any] | None = None
 
-    @field_validator("pensive")
+    @field_validator("filters")
     @classmethod
-    def _check_pensive(cls, value: Any) -> Any:
-        if not callable(getattr(value, "query", None)):
-            raise ValueError(
-                f"pensive must be a pensive_core.Pensive store (or have its query method), "
-                f"got {type(value).__name__}"
-            )
+    def _check_filters(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        parse_filter(value)  # a malformed filter fails here, naming its field, not per query
         return value
+
+    def __init__(self, pensive: Any = None, /, **kwargs: Any) -> None:
+        # the store may come by position, as every other Pensive adapter takes it
+        # (PensiveStore(p), PensiveCache(p), ...); pydantic alone takes fields by keyword only
+        # and answers a positional one with a bare TypeError
+        if pensive is not None and "pensive" in kwargs:
+            raise InputError("pensive given twice: by position and as pensive=...")
+        store = kwargs.pop("pensive", pensive)
+        _check_pensive(store)
+        super().__init__(pensive=store, **kwargs)
 
     @classmethod
     def from_path(
         cls, path: str | os.PathLike[str], config: Any = None, **kwargs: Any
-    ) -> PensiveRetriever:
+    ) -> PensiveLangChainRetriever:
         """Open (or create) the store at ``path`` and retrieve from it.
 
         Args:
@@ -105,13 +126,18 @@ class PensiveRetriever(BaseRetriever):
         """
         from pensive_core import Pensive
 
-        return cls(pensive=Pensive(path, config), **kwargs)
+        store = Pensive(path, config)
+        try:
+            return cls(store, **kwargs)
+        except Exception:
+            store.close()  # refused options: no store left open behind the error
+            raise
 
     def _options(self, kwargs: Mapping[str, Any]) -> tuple[int, datetime | None, Any]:
         unknown = set(kwargs) - _CALL_ARGS - {"verbose"}
         if unknown:
             raise InputError(
-                f"PensiveRetriever got unknown arguments {sorted(unknown)}; "
+                f"PensiveLangChainRetriever got unknown arguments {sorted(unknown)}; "
                 f"it accepts {sorted(_CALL_ARGS)}"
             )
         return (
@@ -135,3 +161,30 @@ class PensiveRetriever(BaseRetriever):
     ) -> list[Document]:
         # the store is synchronous (SQLite, numpy): keep the event loop free
         return await asyncio.to_thread(self._search, query, kwargs)
+
+
+def _check_pensive(value: Any) -> None:
+    if value is None:
+        raise InputError(
+            "PensiveLangChainRetriever needs pensive: an open pensive_core.Pensive store, "
+            "e.g. PensiveLangChainRetriever(Pensive('./pensive-data')); or use "
+            "PensiveLangChainRetriever.from_path(path)"
+        )
+    if not callable(getattr(value, "query", None)):
+        raise InputError(
+            "pensive must be a pensive_core.Pensive store (or have its query method), got "
+            f"{type(value).__name__}: {value!r:.80}; to open a store by its folder use "
+            "PensiveLangChainRetriever.from_path(path)"
+        )
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PensiveRetriever":
+        warnings.warn(
+            "pensive_langchain.PensiveRetriever is deprecated: use PensiveLangChainRetriever "
+            "(the old name is removed in the next release)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return PensiveLangChainRetriever
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

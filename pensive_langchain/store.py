@@ -3,12 +3,15 @@
 Items are kept by :class:`pensive_core.items.ItemStore` (a SQLite table in the Pensive folder,
 ``langgraph_store.sqlite``); their texts are indexed in the Pensive store, so
 ``store.search(ns, query=...)`` is Pensive's hybrid retrieval restricted to the namespace
-prefix. This module only converts LangGraph's operations and items to and from that.
+prefix. This module only converts LangGraph's operations and items to and from that, and
+Pensive's scores to the similarities in [0, 1] that LangGraph's stores report
+(:func:`similarity`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -31,7 +34,7 @@ from pensive_core import Pensive
 from pensive_core.errors import ConfigError
 from pensive_core.items import ItemStore, ItemWrite, StoredItem, render_value
 
-__all__ = ["PensiveStore"]
+__all__ = ["PensiveStore", "similarity"]
 
 FILENAME = "langgraph_store.sqlite"
 
@@ -46,6 +49,10 @@ class PensiveStore(BaseStore):
             indexed, e.g. ``["text", "tags[*]"]``; ``"$"`` or none: the whole value as
             ``field: value`` lines). Embedding is Pensive's own, so ``dims`` and ``embed`` are
             ignored.
+
+    Search results come best first, as Pensive ranks them; their ``score`` is a similarity in
+    [0, 1] like ``InMemoryStore``'s cosine (see :func:`similarity`), None for items found
+    without a query or stored without a text.
 
     Raises:
         ConfigError: If ``index`` is not a dict or ``fields`` is not a list of strings.
@@ -176,6 +183,29 @@ def _to_item(it: StoredItem) -> Item:
     )
 
 
+def similarity(score: float) -> float:
+    """A Pensive score as a similarity in [0, 1]: ``1 - exp(-score)``, 0 for a score <= 0.
+
+    Pensive's fused scores are higher-is-better but unbounded: under the default weighted
+    fusion a passage both retrievers rank first scores the sum of their weights (1.7), one
+    neither found scores 0. LangGraph's ``InMemoryStore`` reports cosine similarities, which
+    callers threshold in [0, 1]. The map is monotone (it never reorders results; it is strictly
+    increasing above 0, where every score of the default rrf and weighted fusions lies), keeps
+    0 at 0, is close to the score itself for weak matches and approaches 1 for strong ones
+    (1.0 -> 0.63, 1.7 -> 0.82). Negative scores (z-score fusion, a reranker's logits) all map
+    to 0, as does NaN; +inf maps to 1.
+
+    Args:
+        score: A Pensive hit's score.
+
+    Returns:
+        The similarity, in [0, 1].
+    """
+    if math.isnan(score) or score <= 0:
+        return 0.0
+    return -math.expm1(-score)
+
+
 def _to_search_item(it: StoredItem) -> SearchItem:
     return SearchItem(
         namespace=it.namespace,
@@ -183,5 +213,5 @@ def _to_search_item(it: StoredItem) -> SearchItem:
         value=it.value,
         created_at=it.created_at,
         updated_at=it.updated_at,
-        score=it.score,
+        score=None if it.score is None else similarity(it.score),
     )

@@ -3,7 +3,13 @@
 They convert between Pensive's values and LlamaIndex's types; the logic is ``pensive_core``'s.
 Needs the ``llamaindex`` extra (``pip install "pensive[llamaindex]"``); importing this package
 without it raises :class:`~pensive_core.errors.MissingDependencyError`.
+
+``PensiveRetriever`` is the deprecated name of :class:`PensiveLlamaIndexRetriever` (importing
+it warns; it is removed in the next release).
 """
+
+import warnings
+from typing import Any
 
 from .memory import PensiveMemoryBlock, render_turn
 from .postprocessors import (
@@ -12,15 +18,29 @@ from .postprocessors import (
     TemporalPostprocessor,
     TokenBudgetPostprocessor,
 )
-from .retriever import PensiveRetriever, hit_to_node
+from .retriever import PensiveLlamaIndexRetriever, hit_to_node
 
 __all__ = [
     "GraphBoostPostprocessor",
     "PensiveMemoryBlock",
-    "PensiveRetriever",
+    "PensiveLlamaIndexRetriever",
     "RerankPostprocessor",
     "TemporalPostprocessor",
     "TokenBudgetPostprocessor",
     "hit_to_node",
     "render_turn",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # the old name, kept one release: both adapter packages had a PensiveRetriever, so
+    # importing both in one module silently shadowed one
+    if name == "PensiveRetriever":
+        warnings.warn(
+            "pensive_llamaindex.PensiveRetriever is deprecated: use PensiveLlamaIndexRetriever "
+            "(the old name is removed in the next release)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return PensiveLlamaIndexRetriever
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

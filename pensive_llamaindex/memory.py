@@ -2,16 +2,16 @@
 
 Messages that ``Memory`` flushes out of its short-term queue are added as turns of a Pensive
 conversation; on each ``get`` the block answers with what that conversation recalls for the
-latest user message.
+latest user message. Recalled turns read as everywhere in Pensive,
+``[2024-05-02] user: text`` (:func:`pensive_core.render_turn`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
 from typing import Any, Literal
 
-from pensive_core import Conversation, Hit, Pensive
+from pensive_core import Conversation, Pensive, render_turn, render_turns
 from pensive_core.errors import InputError, MissingDependencyError
 
 try:
@@ -22,13 +22,6 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise MissingDependencyError("llama_index.core", "llamaindex", "pensive_llamaindex") from exc
 
 __all__ = ["PensiveMemoryBlock", "render_turn"]
-
-
-def render_turn(hit: Hit) -> str:
-    """A recalled turn as one line: ``[2024-05-02] user: text``."""
-    when = f"[{hit.timestamp:%Y-%m-%d}] " if isinstance(hit.timestamp, datetime) else ""
-    role = hit.metadata.get("role", "")
-    return f"{when}{role}: {hit.text}" if role else f"{when}{hit.text}"
 
 
 def _text(message: ChatMessage) -> str:
@@ -50,8 +43,9 @@ class PensiveMemoryBlock(BaseMemoryBlock[str]):
         user: The user the session belongs to (see :meth:`Pensive.conversation`).
         namespace: The Pensive namespace of the session.
         mode: ``"context"``: :meth:`Conversation.context` for the last user message within
-            ``token_budget`` (summaries, recalled turns, recent turns); ``"recall"``: the
-            ``k`` recalled turns, one per line.
+            ``token_budget`` (summaries, recalled turns, recent turns; not the message itself,
+            which ``Memory`` already sends); ``"recall"``: the ``k`` recalled turns, one per
+            line.
         token_budget: Tokens for ``"context"``.
         k: Turns for ``"recall"``.
         name: The block's name in the memory template.
@@ -105,6 +99,7 @@ class PensiveMemoryBlock(BaseMemoryBlock[str]):
         if not conv.history(limit=1):
             return ""
         if self.mode == "context":
-            return await asyncio.to_thread(conv.context, query, self.token_budget)
+            # the user's message is in Memory's chat already: not repeated as a question
+            return await asyncio.to_thread(conv.context, query, self.token_budget, show_query=False)
         hits = await asyncio.to_thread(conv.recall, query, self.k)
-        return "\n".join(render_turn(h) for h in hits)
+        return render_turns(hits)

@@ -5,6 +5,7 @@ from .conversation import Conversation, Turn
 from .drift import DriftDetector, DriftSignal
 from .hypervector import HypervectorSelector
 from .prompt import BuiltPrompt, PromptBuilder, PromptItem
+from .render import render_turn, render_turns
 from .tokens import TokenCounter, token_counter
 
 __all__ = [
@@ -17,5 +18,7 @@ __all__ = [
     "PromptItem",
     "TokenCounter",
     "Turn",
+    "render_turn",
+    "render_turns",
     "token_counter",
 ]

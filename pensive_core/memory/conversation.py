@@ -476,6 +476,7 @@ class Conversation:
         pins: Sequence[str] = (),
         k: int | None = None,
         documents_k: int | None = None,
+        show_query: bool = True,
     ) -> BuiltPrompt:
         """A prompt for answering ``query``, within ``token_budget`` tokens.
 
@@ -496,6 +497,9 @@ class Conversation:
             k: Older turns to recall (default ``[memory] recall_k``).
             documents_k: Main-store passages to include (default ``[memory] documents_k``, or
                 ``shift_documents_k`` just after a topic shift).
+            show_query: End with the question section; False when the caller's prompt already
+                carries the user's message (a framework's memory block), so it is not repeated.
+                The query still decides what is recalled and where passages are clipped.
 
         Returns:
             The built prompt: ``text``, ``prefix``, ``tokens`` and what was dropped or clipped.
@@ -532,6 +536,7 @@ class Conversation:
                 retrieved=retrieved,
                 recent=recent,
                 session_id=self.session_id,
+                show_query=show_query,
             )
 
     def context(self, query: str, token_budget: int = 2000, **options: Any) -> str:

@@ -92,8 +92,8 @@ class PromptItem:
         id: A stable id (chunk id, turn id) reported in ``BuiltPrompt.included``/``dropped``/
             ``clipped``; when empty, one is made from the section and position
             (``"retrieved:3"``, ``"turn:0"``, ``"summary:1"``, ``"pin:0"``).
-        role: For history turns: who spoke (``"user"``, ``"assistant"``); rendered as
-            ``"role: text"``.
+        role: For history turns: the line's head, who spoke (``"user"``, or with the date,
+            ``"[2024-05-02] assistant"``); rendered as ``"role: text"`` and never clipped.
         expanded: For retrieved passages: a wider window of the source containing ``text``
             as a substring; the passage is widened into it, sentence by sentence around the
             passage, when there is room.
@@ -286,6 +286,7 @@ class PromptBuilder:
         summaries: Sequence[PinInput] = (),
         retrieved: Sequence[RetrievedInput] = (),
         history: Sequence[TurnInput] = (),
+        show_query: bool = True,
     ) -> BuiltPrompt:
         """Build a prompt that fits ``token_budget`` minus the headroom.
 
@@ -300,6 +301,8 @@ class PromptBuilder:
                 best first.
             history: Conversation turns, oldest first, as :class:`PromptItem` (with ``role``)
                 or ``(role, text)`` tuples.
+            show_query: Render ``query`` as the closing section; False keeps it out of the text
+                (clipping still keeps close to it) where the caller shows it elsewhere.
 
         Returns:
             The :class:`BuiltPrompt`.
@@ -318,6 +321,7 @@ class PromptBuilder:
             self,
             limit=limit,
             query=query,
+            show_query=show_query,
             system=system,
             pins=_entries(pins, "pins"),
             summaries=_entries(summaries, "summaries"),
@@ -419,6 +423,7 @@ class _Run:
         *,
         limit: int,
         query: str,
+        show_query: bool = True,
         system: str,
         pins: list[_Entry],
         summaries: list[_Entry],
@@ -449,7 +454,7 @@ class _Run:
         self.fixed_text = {
             "system": system,
             "pins": self._section("pins", [e.item.text for e in pins]),
-            "query": self._section("query", [query]) if query.strip() else "",
+            "query": self._section("query", [query]) if show_query and query.strip() else "",
         }
         self.fixed_cost = sum(self.n(t) + self.sep_cost for t in self.fixed_text.values() if t)
         stable = [self.fixed_text["system"], self.fixed_text["pins"]]

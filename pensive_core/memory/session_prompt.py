@@ -1,8 +1,9 @@
 """A session's prompt: what ``Conversation.build`` hands the :class:`~.prompt.PromptBuilder`.
 
-Recalled turns are shown as ``[2023-05-08] Caroline: text`` and may expand to the turns either
-side of them; passages of the owner's main store expand to their neighbouring passages; the
-recent turns are the verbatim history; pins and the story so far form the stable prefix.
+Recalled turns are shown as ``[2023-05-08] Caroline: text`` (:func:`.render.render_turn`) and may
+expand to the turns either side of them; passages of the owner's main store expand to their
+neighbouring passages; the recent turns are the verbatim history, each headed the same way;
+pins and the story so far form the stable prefix.
 """
 
 from __future__ import annotations
@@ -12,21 +13,15 @@ from typing import TYPE_CHECKING
 
 from ..errors import PensiveError
 from ..types import Hit
-from .turns import Turn, speaker
+from .render import render_turn, turn_head
+from .turns import Turn
 
 if TYPE_CHECKING:
     from ..config import MemoryConfig
     from .host import SessionHost
     from .prompt import BuiltPrompt, PromptItem
 
-__all__ = ["neighbour_seqs", "passage_items", "recalled_items", "render", "session_prompt"]
-
-
-def render(hit: Hit) -> str:
-    """A turn as a prompt shows it: ``[2023-05-08] Caroline: text``."""
-    who = speaker(str(hit.metadata.get("role", "")), hit.metadata)
-    when = f"[{hit.timestamp:%Y-%m-%d}] " if hit.timestamp is not None else ""
-    return f"{when}{who}: {hit.text}" if who else f"{when}{hit.text}"
+__all__ = ["neighbour_seqs", "passage_items", "recalled_items", "session_prompt"]
 
 
 def neighbour_seqs(hits: Iterable[Hit], session_id: str) -> list[int]:
@@ -48,13 +43,13 @@ def recalled_items(
 
     out: list[PromptItem] = []
     for h in hits:
-        text = render(h)
+        text = render_turn(h)
         expanded = None
         if h.metadata.get("session_id") == session_id:  # the turns either side
             seq = int(h.metadata["seq"])
             before, after = neighbours.get(seq - 1), neighbours.get(seq + 1)
-            parts = [render(t.to_hit(session_id)) for t in (before,) if t] + [text]
-            parts += [render(t.to_hit(session_id)) for t in (after,) if t]
+            parts = [render_turn(t.to_hit(session_id)) for t in (before,) if t] + [text]
+            parts += [render_turn(t.to_hit(session_id)) for t in (after,) if t]
             expanded = "\n".join(parts) if len(parts) > 1 else None
         out.append(PromptItem(text=text, score=h.score, id=h.doc_id, expanded=expanded))
     return out
@@ -86,6 +81,7 @@ def session_prompt(
     retrieved: Sequence[PromptItem],
     recent: Sequence[Turn],
     session_id: str,
+    show_query: bool = True,
 ) -> BuiltPrompt:
     """Build the prompt within ``token_budget`` (``[memory]`` tokenizer and shares).
 
@@ -99,6 +95,7 @@ def session_prompt(
         retrieved: Recalled turns and main-store passages.
         recent: The recent turns, shown verbatim.
         session_id: The session's id.
+        show_query: End with the question section (see :meth:`PromptBuilder.build`).
 
     Returns:
         The built prompt.
@@ -108,7 +105,10 @@ def session_prompt(
     """
     from .prompt import PromptBuilder, PromptItem
 
-    history = [PromptItem(text=render(t.to_hit(session_id)), id=t.id, role=t.role) for t in recent]
+    # the head ("[2023-05-08] Caroline") is the line's role: written once, never clipped away
+    history = [
+        PromptItem(text=t.text, id=t.id, role=turn_head(t.to_hit(session_id))) for t in recent
+    ]
     builder = PromptBuilder(
         memory.tokenizer,
         summaries_share=memory.summaries_share,
@@ -124,4 +124,5 @@ def session_prompt(
         summaries=[PromptItem(text=s, id=f"summary{i}") for i, s in enumerate(summaries)],
         retrieved=list(retrieved),
         history=history,
+        show_query=show_query,
     )

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import sqlite3
+import warnings
 from datetime import datetime, timezone
 from typing import Any
 
@@ -26,6 +28,7 @@ from langchain_core.messages import (  # noqa: E402
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder  # noqa: E402
 from langchain_core.runnables import RunnableLambda  # noqa: E402
 from langchain_core.runnables.history import RunnableWithMessageHistory  # noqa: E402
+from langchain_core.vectorstores import VectorStore  # noqa: E402
 from pydantic import ValidationError  # noqa: E402
 
 import pensive_langchain  # noqa: E402
@@ -35,7 +38,7 @@ from pensive_core.llm_cache import LLMCache, prompt_key  # noqa: E402
 from pensive_langchain import (  # noqa: E402
     PensiveCache,
     PensiveChatMessageHistory,
-    PensiveRetriever,
+    PensiveLangChainRetriever,
 )
 from tests.conftest import HASH_CONFIG, docs_corpus  # noqa: E402
 
@@ -70,26 +73,40 @@ def llm_cache_reset():
 # -- public names -----------------------------------------------------------------------------
 def test_public_names_are_pinned():
     assert pensive_langchain.__all__ == [
-        "PensiveRetriever",
+        "PensiveLangChainRetriever",
         "PensiveChatMessageHistory",
         "PensiveCache",
         "PensiveStore",
         "PensiveMemoryMiddleware",
     ]
-    for name in ("PensiveRetriever", "PensiveChatMessageHistory", "PensiveCache"):
+    for name in ("PensiveLangChainRetriever", "PensiveChatMessageHistory", "PensiveCache"):
         assert getattr(pensive_langchain, name).__module__.startswith("pensive_langchain.")
     with pytest.raises(AttributeError):
         pensive_langchain.NoSuchName  # noqa: B018
 
 
 def test_retriever_defaults_are_pinned(store):
-    r = PensiveRetriever(pensive=store)
+    r = PensiveLangChainRetriever(pensive=store)
     assert (r.k, r.as_of, r.filters) == (4, None, None)
+    # LangChain's own default: what VectorStore.as_retriever() gives (similarity_search's k)
+    assert r.k == inspect.signature(VectorStore.similarity_search).parameters["k"].default
+    assert len(r.invoke("Acme revenue")) == 4
+
+
+def test_old_retriever_name_is_a_deprecated_alias():
+    import pensive_langchain.retriever as module
+
+    for owner in (pensive_langchain, module):
+        with pytest.warns(DeprecationWarning, match="PensiveLangChainRetriever"):
+            assert owner.PensiveRetriever is PensiveLangChainRetriever
+    with pytest.warns(DeprecationWarning):
+        from pensive_langchain import PensiveRetriever  # noqa: F401
+    assert "PensiveRetriever" not in pensive_langchain.__all__
 
 
 # -- retriever --------------------------------------------------------------------------------
 def test_documents_carry_the_hit(store):
-    r = PensiveRetriever(pensive=store, k=3)
+    r = PensiveLangChainRetriever(pensive=store, k=3)
     docs = r.invoke("What was Acme revenue in Q3 2024?")
     hits = store.query("What was Acme revenue in Q3 2024?", k=3).hits
     assert len(docs) == 3 and all(isinstance(d, LCDocument) for d in docs)
@@ -107,7 +124,7 @@ def test_documents_carry_the_hit(store):
 
 
 def test_k_from_constructor_and_per_call(store):
-    r = PensiveRetriever(pensive=store, k=3)
+    r = PensiveLangChainRetriever(pensive=store, k=3)
     assert len(r.invoke("Acme revenue")) == 3
     assert len(r.invoke("Acme revenue", k=1)) == 1
     assert len(r.invoke("Acme revenue", k=5)) == 5
@@ -115,12 +132,14 @@ def test_k_from_constructor_and_per_call(store):
 
 
 def test_filters_and_as_of(store):
-    r = PensiveRetriever(pensive=store, k=5, filters={"topic": "q4"})
+    r = PensiveLangChainRetriever(pensive=store, k=5, filters={"topic": "q4"})
     assert {d.metadata["doc_id"] for d in r.invoke("Acme revenue")} == {"q4"}
     assert {d.metadata["doc_id"] for d in r.invoke("Acme revenue", filters={"topic": "tea"})} == {
         "tea"
     }
-    early = PensiveRetriever(pensive=store, k=8, as_of=datetime(2024, 2, 15, tzinfo=timezone.utc))
+    early = PensiveLangChainRetriever(
+        pensive=store, k=8, as_of=datetime(2024, 2, 15, tzinfo=timezone.utc)
+    )
     assert {d.metadata["doc_id"] for d in early.invoke("Acme revenue")} <= {"q3", "q4"}
     assert "q4" not in {
         d.metadata["doc_id"]
@@ -129,7 +148,7 @@ def test_filters_and_as_of(store):
 
 
 def test_a_repeated_question_is_served_by_l1(store):
-    r = PensiveRetriever(pensive=store, k=2)
+    r = PensiveLangChainRetriever(pensive=store, k=2)
     first = r.invoke("Who is the chief executive of Acme?")
     again = r.invoke("who is the chief executive of acme")
     assert [d.id for d in again] == [d.id for d in first]
@@ -137,7 +156,7 @@ def test_a_repeated_question_is_served_by_l1(store):
 
 
 def test_async_and_batch(store):
-    r = PensiveRetriever(pensive=store, k=2)
+    r = PensiveLangChainRetriever(pensive=store, k=2)
     queries = ["Acme revenue Q3 2024", "arctic tern migration", "green tea"]
     expected = [d[0].metadata["doc_id"] for d in r.batch(queries)]
     assert expected == ["q3", "bird", "tea"]
@@ -154,7 +173,7 @@ def test_async_and_batch(store):
 
 
 def test_async_path_runs_off_the_event_loop(store, monkeypatch):
-    r = PensiveRetriever(pensive=store, k=1)
+    r = PensiveLangChainRetriever(pensive=store, k=1)
     loop_threads: list[bool] = []
     real = store.query
 
@@ -172,16 +191,57 @@ def test_async_path_runs_off_the_event_loop(store, monkeypatch):
 
 
 def test_constructor_validates(store):
-    with pytest.raises(ValidationError, match="pensive"):
-        PensiveRetriever(pensive="./not-a-store")
-    with pytest.raises(ValidationError, match="k"):
-        PensiveRetriever(pensive=store, k=0)
+    for bad in ("./not-a-store", 42):
+        with pytest.raises(InputError, match="pensive must be a pensive_core.Pensive store"):
+            PensiveLangChainRetriever(pensive=bad)
+        with pytest.raises(InputError, match="from_path"):
+            PensiveLangChainRetriever(bad)
+    with pytest.raises(InputError, match="needs pensive"):
+        PensiveLangChainRetriever()
+    with pytest.raises(InputError, match="twice"):
+        PensiveLangChainRetriever(store, pensive=store)
+    with pytest.raises(ValidationError, match=r"(?s)\bk\b.*greater than or equal to 1"):
+        PensiveLangChainRetriever(pensive=store, k=0)
+    with pytest.raises(ValidationError, match=r"(?s)\bk\b.*less than or equal to 1000"):
+        PensiveLangChainRetriever(store, k=1001)
+    with pytest.raises(ValidationError, match=r"(?s)as_of.*datetime"):
+        PensiveLangChainRetriever(store, as_of="soon")
+    with pytest.raises(ValidationError, match=r"(?s)filters.*not an identifier"):
+        PensiveLangChainRetriever(store, filters={"bad field": 1})
+    # a misspelt field is named, not silently dropped
+    with pytest.raises(ValidationError, match=r"(?s)top_k.*Extra inputs are not permitted"):
+        PensiveLangChainRetriever(store, top_k=3)
     with pytest.raises(InputError, match="top_k"):
-        PensiveRetriever(pensive=store).invoke("tea", top_k=3)
+        PensiveLangChainRetriever(pensive=store).invoke("tea", top_k=3)
+
+
+def test_store_by_position_or_keyword(store):
+    by_position = PensiveLangChainRetriever(store, k=2, tags=["pensive"])
+    by_keyword = PensiveLangChainRetriever(pensive=store, k=2, tags=["pensive"])
+    assert by_position.pensive is by_keyword.pensive is store
+    assert by_position.tags == ["pensive"]
+    ids = [d.id for d in by_position.invoke("arctic tern")]
+    assert ids == [d.id for d in by_keyword.invoke("arctic tern")] and len(ids) == 2
+    # LangChain rebuilds retrievers from keywords (configurable fields): that path still works
+    from langchain_core.runnables import ConfigurableField
+
+    flexible = by_position.configurable_fields(k=ConfigurableField(id="k"))
+    assert len(flexible.with_config(configurable={"k": 1}).invoke("arctic tern")) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the new name warns about nothing
+        PensiveLangChainRetriever(store).invoke("tea")
+
+
+def test_from_path_closes_the_store_it_opened_on_bad_options(tmp_path):
+    with pytest.raises(ValidationError, match="k"):
+        PensiveLangChainRetriever.from_path(tmp_path / "s", HASH_CONFIG, k=0)
+    # the store it opened was closed again: another writer can open it
+    with Pensive(tmp_path / "s", HASH_CONFIG) as p:
+        assert p.stats()["documents"] == 0
 
 
 def test_from_path(tmp_path):
-    r = PensiveRetriever.from_path(tmp_path / "s", HASH_CONFIG, k=1)
+    r = PensiveLangChainRetriever.from_path(tmp_path / "s", HASH_CONFIG, k=1)
     try:
         assert isinstance(r.pensive, Pensive) and r.k == 1
         r.pensive.ingest(docs_corpus())

@@ -12,6 +12,7 @@ from langchain.agents import create_agent  # noqa: E402
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel  # noqa: E402
 from langchain_core.messages import AIMessage  # noqa: E402
 
+from pensive_core import render_turn  # noqa: E402
 from pensive_core.errors import InputError  # noqa: E402
 from pensive_langchain.middleware import PensiveMemoryMiddleware  # noqa: E402
 
@@ -57,6 +58,11 @@ def test_stores_the_exchange_and_recalls_it_next_time(hash_store):
     system = _system(model.seen[1])
     assert system.startswith("You are helpful.")
     assert "Relevant memories:" in system and "I moved to Lisbon last week" in system
+    # each recalled turn as every Pensive prompt shows it: "[date] user: text", the role once
+    memories = system.split("Relevant memories:\n", 1)[1].splitlines()
+    first = chat.history()[0]
+    assert render_turn(first) in memories
+    assert render_turn(first) == f"[{first.timestamp:%Y-%m-%d}] user: I moved to Lisbon last week"
     assert len(chat.history()) == 4
     # another session remembers nothing of this one
     assert not len(hash_store.conversation("s2"))

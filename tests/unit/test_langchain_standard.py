@@ -1,4 +1,4 @@
-"""LangChain's standard retriever suite, run on PensiveRetriever over a small hash-embedder store."""
+"""LangChain's standard retriever suite, run on PensiveLangChainRetriever over a small hash-embedder store."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ pytest.importorskip("langchain_tests")
 
 from langchain_tests.integration_tests import RetrieversIntegrationTests  # noqa: E402
 
-from pensive_langchain import PensiveRetriever  # noqa: E402
+from pensive_langchain import PensiveLangChainRetriever  # noqa: E402
 from tests.conftest import HASH_CONFIG, docs_corpus  # noqa: E402
 
 
@@ -31,14 +31,14 @@ def corpus_store(tmp_path_factory):
 # the sync tests' "not an async function" warning is silenced.
 @pytest.mark.asyncio
 @pytest.mark.filterwarnings("ignore:.*marked with '@pytest.mark.asyncio' but it is not an async")
-class TestPensiveRetrieverStandard(RetrieversIntegrationTests):
+class TestPensiveLangChainRetrieverStandard(RetrieversIntegrationTests):
     @pytest.fixture(autouse=True)
     def _store(self, corpus_store: Any) -> None:
         self.store = corpus_store
 
     @property
-    def retriever_constructor(self) -> type[PensiveRetriever]:
-        return PensiveRetriever
+    def retriever_constructor(self) -> type[PensiveLangChainRetriever]:
+        return PensiveLangChainRetriever
 
     @property
     def retriever_constructor_params(self) -> dict[str, Any]:

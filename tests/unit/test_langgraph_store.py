@@ -12,7 +12,7 @@ pytest.importorskip("langgraph")
 from langgraph.store.base import GetOp, PutOp  # noqa: E402
 from langgraph.store.memory import InMemoryStore  # noqa: E402
 
-from pensive_langchain.store import PensiveStore  # noqa: E402
+from pensive_langchain.store import PensiveStore, similarity  # noqa: E402
 from tests.conftest import HASH_CONFIG  # noqa: E402
 
 MEMORIES = {
@@ -250,3 +250,37 @@ def test_graph_node_reads_and_writes_through_the_store(store):
     model.messages = iter([AIMessage("Hi Bob.")])
     graph2.invoke({"user": "bob", "text": "Where do I live?"})
     assert "Lisbon" not in seen[2][0].content
+
+
+def test_search_scores_are_similarities_in_unit_range_and_keep_the_order(store):
+    _fill(store)
+    mem = InMemoryStore()
+    _fill(mem)
+    for query in ["where does Alice live?", "Alice", "chess", "pip install", "zzz unrelated"]:
+        found = store.search((), query=query, limit=20)
+        raw = store.pensive.query(query, k=20, filters={"lg_item": True}).hits
+        assert found and raw
+        scores = [it.score for it in found if it.score is not None]
+        assert scores and all(0.0 <= s <= 1.0 for s in scores), (query, scores)
+        assert scores == sorted(scores, reverse=True), query  # best first, as ranked
+        # Pensive's own scores exceed 1 where both retrievers agree: they are mapped, not cut
+        assert max(h.score for h in raw) > 1.0 or query == "zzz unrelated"
+        assert max(scores) == pytest.approx(similarity(max(h.score for h in raw)))
+        # the same range as LangGraph's own store (cosine) for the same question
+        assert all(
+            it.score is None or -1.0 <= it.score <= 1.0
+            for it in mem.search((), query=query, limit=20)
+        )
+
+
+def test_similarity_is_monotone_into_the_unit_range():
+    raw = [-3.0, -0.1, 0.0, 1e-9, 0.04, 0.5, 1.0, 1.7, 2.7, 50.0, float("inf")]
+    mapped = [similarity(s) for s in raw]
+    assert all(0.0 <= m <= 1.0 for m in mapped)
+    assert mapped == sorted(mapped)  # never reorders
+    positive = [similarity(s) for s in raw if 0 < s < 30]
+    assert all(a < b for a, b in zip(positive, positive[1:]))  # strictly above 0
+    assert similarity(0.0) == 0.0 and similarity(-2.0) == 0.0 and similarity(float("nan")) == 0.0
+    assert similarity(float("inf")) == 1.0
+    assert similarity(1.7) == pytest.approx(0.8173, abs=1e-4)
+    assert similarity(0.01) == pytest.approx(0.01, rel=0.01)  # weak matches keep their score

@@ -6,6 +6,7 @@ import asyncio
 import importlib
 import sys
 import threading
+import warnings
 from datetime import datetime, timezone
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 pytest.importorskip("llama_index.core")
 
 from llama_index.core.chat_engine import CondensePlusContextChatEngine  # noqa: E402
+from llama_index.core.constants import DEFAULT_SIMILARITY_TOP_K  # noqa: E402
 from llama_index.core.llms import ChatMessage, MockLLM  # noqa: E402
 from llama_index.core.memory import Memory  # noqa: E402
 from llama_index.core.query_engine import RetrieverQueryEngine  # noqa: E402
@@ -25,11 +27,12 @@ from llama_index.core.schema import (  # noqa: E402
 )
 
 import pensive_llamaindex  # noqa: E402
-from pensive_core import Document, MissingDependencyError, Pensive  # noqa: E402
+from pensive_core import Document, InputError, MissingDependencyError, Pensive  # noqa: E402
+from pensive_core import render_turn as core_render_turn  # noqa: E402
 from pensive_llamaindex import (  # noqa: E402
     GraphBoostPostprocessor,
+    PensiveLlamaIndexRetriever,
     PensiveMemoryBlock,
-    PensiveRetriever,
     RerankPostprocessor,
     TemporalPostprocessor,
     TokenBudgetPostprocessor,
@@ -59,8 +62,8 @@ def _words(text: str) -> int:
 def test_public_names_pinned():
     assert set(pensive_llamaindex.__all__) == {
         "GraphBoostPostprocessor",
+        "PensiveLlamaIndexRetriever",
         "PensiveMemoryBlock",
-        "PensiveRetriever",
         "RerankPostprocessor",
         "TemporalPostprocessor",
         "TokenBudgetPostprocessor",
@@ -87,7 +90,9 @@ def test_missing_llamaindex_names_the_extra(monkeypatch, module):
 
 
 def test_retriever_converts_hits_to_nodes(store):
-    nodes = PensiveRetriever(store, k=3).retrieve("Acme revenue in Q3 2024")
+    nodes = PensiveLlamaIndexRetriever(store, similarity_top_k=3).retrieve(
+        "Acme revenue in Q3 2024"
+    )
     res = store.query("Acme revenue in Q3 2024", k=3)  # the same answer, now from L1
     assert res.tier == "L1"
     assert len(nodes) == len(res.hits) == 3
@@ -120,7 +125,9 @@ def test_retriever_carries_supersession(hash_store):
             Document("new", "Jane Doe is the new CEO of Acme.", timestamp=datetime(2024, 3, 1)),
         ]
     )
-    nodes = PensiveRetriever(hash_store, k=2).retrieve("Who is the CEO of Acme?")
+    nodes = PensiveLlamaIndexRetriever(hash_store, similarity_top_k=2).retrieve(
+        "Who is the CEO of Acme?"
+    )
     by_doc = {n.node.metadata["doc_id"]: n for n in nodes}
     old, new = by_doc["old"].node.metadata, by_doc["new"].node.metadata
     assert old["superseded_by"] == by_doc["new"].node.node_id
@@ -133,19 +140,21 @@ def test_retriever_carries_supersession(hash_store):
 
 
 def test_retriever_options_reach_the_store(store):
-    r = PensiveRetriever(store, k=2, filters={"topic": "tea"})
+    r = PensiveLlamaIndexRetriever(store, similarity_top_k=2, filters={"topic": "tea"})
     assert [n.node.metadata["doc_id"] for n in r.retrieve("revenue")] == ["tea"]
-    early = PensiveRetriever(store, k=8, as_of=datetime(2024, 2, 15, tzinfo=UTC))
+    early = PensiveLlamaIndexRetriever(
+        store, similarity_top_k=8, as_of=datetime(2024, 2, 15, tzinfo=UTC)
+    )
     docs = {n.node.metadata["doc_id"] for n in early.retrieve("Acme revenue")}
     assert docs and docs <= {"q3", "q4"}
-    with pytest.raises(TypeError, match="from_path"):
-        PensiveRetriever("not a store")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"from_defaults\(path="):
+        PensiveLlamaIndexRetriever("not a store")  # type: ignore[arg-type]
 
 
 def test_from_path_opens_and_closes(tmp_path):
     with Pensive(tmp_path / "s", config=HASH_CONFIG) as p:
         p.ingest(docs_corpus())
-    r = PensiveRetriever.from_path(tmp_path / "s", config=HASH_CONFIG, k=1)
+    r = PensiveLlamaIndexRetriever.from_path(tmp_path / "s", config=HASH_CONFIG, similarity_top_k=1)
     try:
         nodes = r.retrieve("arctic tern migration")
         assert [n.node.metadata["doc_id"] for n in nodes] == ["bird"]
@@ -156,7 +165,9 @@ def test_from_path_opens_and_closes(tmp_path):
 
 
 def test_query_engine_answers_over_pensive(store):
-    engine = RetrieverQueryEngine.from_args(PensiveRetriever(store, k=2), llm=MockLLM())
+    engine = RetrieverQueryEngine.from_args(
+        PensiveLlamaIndexRetriever(store, similarity_top_k=2), llm=MockLLM()
+    )
     resp = engine.query("When did John Smith become chief executive of Acme?")
     ids = [n.node.node_id for n in resp.source_nodes]
     assert ids == [
@@ -171,7 +182,7 @@ def test_query_engine_answers_over_pensive(store):
 
 def test_query_engine_with_pensive_postprocessors(store):
     engine = RetrieverQueryEngine.from_args(
-        PensiveRetriever(store, k=5),
+        PensiveLlamaIndexRetriever(store, similarity_top_k=5),
         llm=MockLLM(),
         node_postprocessors=[
             TemporalPostprocessor(),
@@ -186,7 +197,9 @@ def test_query_engine_with_pensive_postprocessors(store):
 
 
 def test_condense_plus_context_chat_engine(store):
-    chat = CondensePlusContextChatEngine.from_defaults(PensiveRetriever(store, k=2), llm=MockLLM())
+    chat = CondensePlusContextChatEngine.from_defaults(
+        PensiveLlamaIndexRetriever(store, similarity_top_k=2), llm=MockLLM()
+    )
     first = chat.chat("Which invoice did Globex pay?")
     assert first.source_nodes[0].node.metadata["doc_id"] == "inv"
     assert "INV-4471" in str(first)
@@ -198,7 +211,7 @@ def test_condense_plus_context_chat_engine(store):
 
 
 def test_aretrieve_matches_retrieve(store):
-    r = PensiveRetriever(store, k=3)
+    r = PensiveLlamaIndexRetriever(store, similarity_top_k=3)
 
     async def both():
         return await asyncio.gather(r.aretrieve("Acme revenue"), r.aretrieve("green tea"))
@@ -221,7 +234,7 @@ def test_concurrent_aretrieves_overlap(store, monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(store, "query", slow_query)
-    r = PensiveRetriever(store, k=1)
+    r = PensiveLlamaIndexRetriever(store, similarity_top_k=1)
 
     async def two():
         loop = threading.get_ident()
@@ -232,6 +245,78 @@ def test_concurrent_aretrieves_overlap(store, monkeypatch):
     assert a[0].node.metadata["doc_id"] == "bird" and b[0].node.metadata["doc_id"] == "tea"
     assert loop not in threads and len(threads) == 2
     assert not both_inside.broken
+
+
+def test_retriever_follows_llamaindex_conventions(store):
+    # LlamaIndex's name and default for how many nodes: what index.as_retriever() gives
+    r = PensiveLlamaIndexRetriever(store)
+    assert r.similarity_top_k == DEFAULT_SIMILARITY_TOP_K == 2
+    assert len(r.retrieve("Acme revenue")) == DEFAULT_SIMILARITY_TOP_K
+    assert "similarity_top_k=2" in repr(r)
+    for bad in (0, -1, 1001, 2.5, True, "3"):
+        with pytest.raises(InputError, match="similarity_top_k"):
+            PensiveLlamaIndexRetriever(store, similarity_top_k=bad)  # type: ignore[arg-type]
+    # the other options fail at construction too, not at the first query
+    with pytest.raises(InputError, match="as_of"):
+        PensiveLlamaIndexRetriever(store, as_of="2024-01-01")  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="not an identifier"):
+        PensiveLlamaIndexRetriever(store, filters={"bad field": 1})
+
+
+def test_from_defaults_over_a_store_or_a_path(store, tmp_path):
+    r = PensiveLlamaIndexRetriever.from_defaults(store, similarity_top_k=3)
+    assert r.pensive is store and r.similarity_top_k == 3
+    r.close()  # not its store: left open
+    assert len(store.query("tea").hits) > 0
+    with Pensive(tmp_path / "s", config=HASH_CONFIG) as p:
+        p.ingest(docs_corpus())
+    owned = PensiveLlamaIndexRetriever.from_defaults(path=tmp_path / "s", config=HASH_CONFIG)
+    try:
+        assert owned.similarity_top_k == DEFAULT_SIMILARITY_TOP_K
+        assert owned.retrieve("arctic tern migration")[0].node.metadata["doc_id"] == "bird"
+    finally:
+        owned.close()
+    with pytest.raises(Exception, match="closed"):
+        owned.retrieve("arctic tern")
+    with pytest.raises(InputError, match="exactly one of pensive"):
+        PensiveLlamaIndexRetriever.from_defaults()
+    with pytest.raises(InputError, match="exactly one of pensive"):
+        PensiveLlamaIndexRetriever.from_defaults(store, path=tmp_path / "s")
+    with pytest.raises(InputError, match="config"):
+        PensiveLlamaIndexRetriever.from_defaults(store, config=HASH_CONFIG)
+    with pytest.raises(InputError, match="similarity_top_k"):
+        PensiveLlamaIndexRetriever.from_defaults(path=tmp_path / "new", similarity_top_k=0)
+    assert not (tmp_path / "new").exists()  # refused before a store was created
+
+
+def test_k_is_a_deprecated_alias_of_similarity_top_k(store, tmp_path):
+    with pytest.warns(DeprecationWarning, match="similarity_top_k"):
+        r = PensiveLlamaIndexRetriever(store, k=3)
+    assert r.similarity_top_k == 3 and len(r.retrieve("Acme revenue")) == 3
+    with pytest.warns(DeprecationWarning, match="similarity_top_k"):
+        assert r.k == 3
+    with pytest.warns(DeprecationWarning), pytest.raises(InputError, match="disagree"):
+        PensiveLlamaIndexRetriever(store, similarity_top_k=4, k=3)
+    with pytest.warns(DeprecationWarning):
+        owned = PensiveLlamaIndexRetriever.from_path(tmp_path / "s", config=HASH_CONFIG, k=1)
+    assert owned.similarity_top_k == 1
+    owned.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the new name warns about nothing
+        PensiveLlamaIndexRetriever(store, similarity_top_k=3).retrieve("tea")
+
+
+def test_old_retriever_name_is_a_deprecated_alias():
+    import pensive_llamaindex.retriever as module
+
+    for owner in (pensive_llamaindex, module):
+        with pytest.warns(DeprecationWarning, match="PensiveLlamaIndexRetriever"):
+            assert owner.PensiveRetriever is PensiveLlamaIndexRetriever
+    with pytest.warns(DeprecationWarning):
+        from pensive_llamaindex import PensiveRetriever  # noqa: F401
+    assert "PensiveRetriever" not in pensive_llamaindex.__all__
+    with pytest.raises(AttributeError):
+        pensive_llamaindex.NoSuchName  # noqa: B018
 
 
 # -- postprocessors on nodes from any retriever -----------------------------------------------
@@ -387,8 +472,11 @@ def test_memory_block_direct_put_get_and_recall_mode(hash_store):
         return got, empty
 
     got, empty = asyncio.run(run())
-    assert len(hash_store.conversation("direct").history()) == 2
-    assert "user: I moved to Lisbon last week." in got
+    turns = hash_store.conversation("direct").history()
+    assert len(turns) == 2
+    # recalled turns read as in every Pensive prompt: "[date] user: text", the role once
+    assert set(got.splitlines()) == {core_render_turn(t) for t in turns}
+    assert f"[{turns[0].timestamp:%Y-%m-%d}] user: I moved to Lisbon last week." in got
     assert empty == ""
     with pytest.raises(Exception, match="session"):
         asyncio.run(block.aget([ChatMessage(role="user", content="hi")]))
@@ -398,3 +486,42 @@ def test_postprocessors_accept_query_bundle():
     nodes = _ceo_nodes()
     out = GraphBoostPostprocessor().postprocess_nodes(nodes, QueryBundle("Acme CEO"))
     assert {n.node.node_id for n in out} == {"a", "b", "c"}
+
+
+def test_memory_block_context_does_not_repeat_the_question(hash_store):
+    block = PensiveMemoryBlock(pensive=hash_store, session_id="q1")
+    question = "Where does my sister Marta live?"
+
+    async def run():
+        await block.aput(
+            [
+                ChatMessage(role="user", content="My sister Marta lives in Porto."),
+                ChatMessage(role="assistant", content="Porto is a lovely city."),
+            ]
+        )
+        return await block.aget([ChatMessage(role="user", content=question)])
+
+    text = asyncio.run(run())
+    assert "My sister Marta lives in Porto." in text
+    # Memory sends the user's message itself: the block does not echo it as a section
+    assert "## Question" not in text and question not in text
+    assert "assistant: [" not in text and "user: [" not in text  # each role written once
+    # the real Memory: the user's latest message is in the chat, once
+    memory = Memory.from_defaults(session_id="chat-q", token_limit=2000, memory_blocks=[block])
+    memory.put(ChatMessage(role="user", content=question))
+    messages = memory.get()
+    assert sum(question in (m.content or "") for m in messages) == 1
+
+
+def test_query_fusion_retriever_fuses_pensive_with_its_own_top_k(store):
+    from llama_index.core.retrievers import QueryFusionRetriever
+
+    fusion = QueryFusionRetriever(
+        [PensiveLlamaIndexRetriever(store, similarity_top_k=4)],
+        llm=MockLLM(),
+        num_queries=1,  # the question alone: no LLM-written variants
+        similarity_top_k=2,
+        use_async=False,
+    )
+    nodes = fusion.retrieve("arctic tern migration")
+    assert len(nodes) == 2 and nodes[0].node.metadata["doc_id"] == "bird"

@@ -46,6 +46,8 @@ EXPECTED = {
     "chunk_text",
     "ensure_utc",
     "load_config",
+    "render_turn",
+    "render_turns",
     "rrf",
     "weighted",
     "zscore",
@@ -225,3 +227,23 @@ def test_constructor_plug_ins_and_new_defaults_are_pinned():
         "reranker",
     }
     assert hooks.POINTS[:2] == ("open", "recover") and "commit" in hooks.POINTS
+
+
+def test_adapter_packages_export_distinct_names():
+    """Both adapters star-imported into one module: no name of one shadows the other's (both
+    once exported a ``PensiveRetriever``)."""
+    pytest.importorskip("llama_index.core")
+    pytest.importorskip("langchain_core")
+    import pensive_langchain
+    import pensive_llamaindex
+
+    assert "PensiveLlamaIndexRetriever" in pensive_llamaindex.__all__
+    assert "PensiveLangChainRetriever" in pensive_langchain.__all__
+    assert not set(pensive_llamaindex.__all__) & set(pensive_langchain.__all__)
+    for adapter in (pensive_llamaindex, pensive_langchain):
+        for name in set(pensive_core.__all__) & set(adapter.__all__):  # render_turn: re-exported
+            assert getattr(adapter, name) is getattr(pensive_core, name), name
+    both: dict[str, object] = {}
+    exec("from pensive_llamaindex import *\nfrom pensive_langchain import *", both)
+    assert both["PensiveLlamaIndexRetriever"] is not both["PensiveLangChainRetriever"]
+    assert "PensiveRetriever" not in both  # the deprecated alias is not star-exported
