@@ -25,6 +25,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .errors import InputError, NotFoundError, PensiveError, StorageError
+from .mcp_server import mcp_command
 from .namespaces import DEFAULT_NAMESPACE, namespace_path
 from .wire import document_json, hit_json, result_json, turn_json
 
@@ -958,6 +959,9 @@ def serve(
         keys_file=keys,
         no_auth=no_auth,
     )
+
+
+app.command("mcp")(mcp_command)  # its options and logic live in mcp_server (this file's size)
 
 
 def main(args: list[str] | None = None) -> None:
