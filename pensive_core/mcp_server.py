@@ -387,7 +387,7 @@ TOOLS: dict[str, _Tool] = {
         _Tool(
             "stats",
             StatsArgs,
-            "The store's counts (documents, passages, sessions), sizes and routing figures.",
+            "The store's counts (documents, passages, vectors), sizes, and query routing figures.",
             _stats,
             read_only=True,
         ),
@@ -513,8 +513,12 @@ def build_server(stores: Stores, ring: KeyRing | None = None) -> Any:
     )
 
 
+_UNAUTHORIZED = -32001  # JSON-RPC's range for errors a server defines
+
+
 class KeyGate:
-    """ASGI middleware: every HTTP request must present a known API key, else 401.
+    """ASGI middleware: every HTTP request must present a known API key, else 401 with a
+    JSON-RPC error whose ``data.code`` is ``unauthorized``.
 
     Args:
         app: The MCP app.
@@ -536,7 +540,19 @@ class KeyGate:
             elif self.ring.namespace(key) is None:
                 message = "unknown API key"
             if message is not None:
-                body = json.dumps({"error": {"code": "unauthorized", "message": message}})
+                # a JSON-RPC error (id null: the request is not read), so an MCP client shows
+                # the message rather than a bare status
+                body = json.dumps(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": None,
+                        "error": {
+                            "code": _UNAUTHORIZED,
+                            "message": f"unauthorized: {message}",
+                            "data": {"code": "unauthorized"},
+                        },
+                    }
+                )
                 await send(
                     {
                         "type": "http.response.start",
