@@ -110,9 +110,9 @@ class IngestArgs(_Args):
     paths: list[StrictStr] | None = Field(
         None,
         min_length=1,
-        description="Files or folders on the server's machine (.txt .md .jsonl .html, .pdf "
-        "where installed); a document's id is its path relative to the folder given. "
-        "Only over stdio.",
+        description="Absolute paths of files or folders on the server's machine (.txt .md "
+        ".jsonl .html, .pdf where installed), folders walked recursively; a document's id is "
+        "its path relative to the folder given. Only over stdio.",
     )
     archive_only: StrictBool = Field(
         False, description="Keep in the archive only (found by exact terms, not embedded)."
@@ -226,15 +226,20 @@ class _Tool:
     destructive: bool = False
 
 
-def _search(stores: Stores, p: Pensive, a: SearchArgs) -> dict[str, Any]:
+def _limit(stores: Stores, query: str, k: int = 1) -> None:
+    """A remote client's query within the ``[server]`` limits, as the HTTP API checks it."""
     s = stores.settings
     if stores.remote:
-        if len(a.query) > s.max_query_chars:
+        if len(query) > s.max_query_chars:
             raise InputError(
-                f"the query is {len(a.query)} characters; the limit is {s.max_query_chars}"
+                f"the query is {len(query)} characters; the limit is {s.max_query_chars}"
             )
-        if a.k > s.max_k:
-            raise InputError(f"k is {a.k}; this server's limit is {s.max_k}")
+        if k > s.max_k:
+            raise InputError(f"k is {k}; this server's limit is {s.max_k}")
+
+
+def _search(stores: Stores, p: Pensive, a: SearchArgs) -> dict[str, Any]:
+    _limit(stores, a.query, a.k)
     return result_json(p.query(a.query, a.k, as_of=a.as_of, filters=a.filters))
 
 
@@ -292,12 +297,14 @@ def _remember(stores: Stores, p: Pensive, a: RememberArgs) -> dict[str, Any]:
 
 
 def _recall(stores: Stores, p: Pensive, a: RecallArgs) -> dict[str, Any]:
+    _limit(stores, a.query, a.k)
     conv = p.conversation(a.session_id, user=a.user, create=False)
     hits = conv.recall(a.query, a.k, scope=a.scope, as_of=a.as_of)
     return {"session_id": a.session_id, "hits": [hit_json(h) for h in hits]}
 
 
 def _context(stores: Stores, p: Pensive, a: ContextArgs) -> dict[str, Any]:
+    _limit(stores, a.query)
     built = p.conversation(a.session_id, user=a.user, create=False).build(a.query, a.token_budget)
     return {"text": built.text, "tokens": built.tokens, "budget": built.budget}
 

@@ -310,6 +310,20 @@ def test_stdio_refuses_http_options_and_a_locked_store(tmp_path, config):
         timeout=HANG_GUARD_S,
     )
     assert out.returncode == 1 and "needs API keys" in out.stderr
+    # a store another process writes: refused at start, before the host sends anything
+    from pensive_core import Pensive
+
+    with Pensive(tmp_path / "busy", config=str(config)):
+        out = subprocess.run(
+            [*base, "--store", str(tmp_path / "busy")],
+            env=_env(),
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=HANG_GUARD_S,
+        )
+    assert out.returncode == 1 and "open for writing" in out.stderr, out.stderr
+    assert out.stdout == ""  # nothing on the protocol's channel
 
 
 # -- streamable HTTP ---------------------------------------------------------------------------------
