@@ -2,9 +2,9 @@
 
 Documents: ``ingest``, ``query``, ``get``, ``delete``; the store: ``stats``, ``config``,
 ``health``, ``reindex``; conversation memory: ``chat list|add|turns|recall|context|clear``;
-the HTTP service itself: ``serve``; and ``bench``. Every store command takes
-``--namespace/-n`` (the store folder of that namespace under ``--store``), as the server's API
-keys do. ``--json`` prints the fields the matching HTTP route returns (a few more at times).
+the HTTP service itself: ``serve``; MCP hosts: ``mcp``; and ``bench``. Every store command
+takes ``--namespace/-n`` (the store folder of that namespace under ``--store``), as the
+server's API keys do. ``--json`` prints the fields the matching HTTP route returns (a few more at times).
 
 Errors are printed as one line (``error: ...``) with exit code 1, never as a traceback.
 """
@@ -25,6 +25,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .errors import InputError, NotFoundError, PensiveError, StorageError
+from .mcp_cli import mcp_command
 from .namespaces import DEFAULT_NAMESPACE, namespace_path
 from .wire import document_json, hit_json, result_json, turn_json
 
@@ -958,6 +959,9 @@ def serve(
         keys_file=keys,
         no_auth=no_auth,
     )
+
+
+app.command("mcp")(mcp_command)  # in its own module: this file is near its size limit
 
 
 def main(args: list[str] | None = None) -> None:

@@ -13,7 +13,13 @@ from pathlib import Path
 
 from .errors import InputError
 
-__all__ = ["DEFAULT_NAMESPACE", "validate_namespace", "namespace_path", "list_namespaces"]
+__all__ = [
+    "DEFAULT_NAMESPACE",
+    "validate_namespace",
+    "namespace_path",
+    "list_namespaces",
+    "hide_root",
+]
 
 DEFAULT_NAMESPACE = "default"
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
@@ -54,3 +60,19 @@ def list_namespaces(root: str | Path) -> list[str]:
             if _NAME.fullmatch(p.name) and (p / "pensive.sqlite").is_file()
         )
     return out
+
+
+def hide_root(message: str, root: str | Path) -> str:
+    """``message`` with every path under ``root`` cut out, for a remote client: where a
+    server keeps its files is no client's business.
+
+    ``"no document with id 'a' in /srv/data/namespaces/x"`` becomes ``"no document with id
+    'a'"``; a path elsewhere in a message becomes ``<store>``.
+    """
+    root = Path(root)
+    for where in {str(root), str(root.resolve())}:
+        # the whole path under the root goes (a namespace's store is root/namespaces/NAME)
+        path = re.escape(where) + r"""[^\s'"]*"""
+        message = re.sub(" in " + path, "", message)
+        message = re.sub(path, "<store>", message)
+    return message

@@ -38,7 +38,7 @@ from ..errors import (
     PensiveError,
 )
 from ..loaders import SUFFIXES, load_file
-from ..namespaces import DEFAULT_NAMESPACE, namespace_path
+from ..namespaces import DEFAULT_NAMESPACE, hide_root, namespace_path
 from ..timeutil import to_iso
 from ..types import Document
 from ..wire import document_json, result_json
@@ -156,13 +156,7 @@ def _engine_error(exc: Exception, root: Path | None = None) -> ApiError:
     """The API error for an exception of the engine or the writer. Where the server keeps
     its files is no client's business: the store root is cut out of messages."""
     kind = exc.kind if isinstance(exc, WorkerError) else type(exc).__name__
-    message = str(exc)
-    if root is not None:
-        for where in {str(root), str(root.resolve())}:
-            # the whole path under the root goes (a namespace's store is root/namespaces/NAME)
-            path = re.escape(where) + r"""[^\s'"]*"""
-            message = re.sub(" in " + path, "", message)
-            message = re.sub(path, "<store>", message)
+    message = str(exc) if root is None else hide_root(str(exc), root)
     if kind in _STATUS:
         status, code = _STATUS[kind]
         return ApiError(status, code, message)

@@ -18,7 +18,7 @@ import tomllib
 from ..errors import ConfigError, InputError
 from ..namespaces import validate_namespace
 
-__all__ = ["KeyRing", "load_keys"]
+__all__ = ["KeyRing", "load_keys", "presented_key"]
 
 _MIN_KEY = 16
 
@@ -108,3 +108,22 @@ def load_keys(
                 raise ConfigError(f"PENSIVE_API_KEYS entry #{n} is not KEY=namespace")
             keys[key] = ns.strip()
     return keys
+
+
+def presented_key(headers: Mapping[str, str]) -> str | None:
+    """The API key a request presents: ``X-API-Key: KEY``, else ``Authorization: Bearer KEY``.
+
+    Args:
+        headers: The request's headers, either case-insensitive (Starlette's ``Headers``) or
+            a plain mapping with lower-case names.
+
+    Returns:
+        The key, or None when the request presents none.
+    """
+    key = headers.get("x-api-key")
+    if key:
+        return key
+    scheme, _, credentials = (headers.get("authorization") or "").partition(" ")
+    if scheme.lower() == "bearer" and credentials.strip():
+        return credentials.strip()
+    return None
