@@ -692,6 +692,7 @@ _NO_BENCHMARKS = "run from the repository root, where benchmarks/ is"
 
 
 chat = typer.Typer(
+    cls=HelpGroup,
     no_args_is_help=True,
     help="Conversation memory: the sessions of a store, their turns, recall and context.",
 )

@@ -143,6 +143,8 @@ def _clean_command(command: Any) -> None:
     for param in getattr(command, "params", ()):
         if getattr(param, "help", None):
             param.help = plain_help(param.help)
+    for sub in getattr(command, "commands", {}).values():  # a group's commands, built first
+        _clean_command(sub)
 
 
 class HelpGroup(TyperGroup):
@@ -156,8 +158,6 @@ class HelpGroup(TyperGroup):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         _clean_command(self)
-        for command in self.commands.values():
-            _clean_command(command)
 
 
 # -- query ----------------------------------------------------------------------------------
