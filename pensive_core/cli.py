@@ -28,15 +28,17 @@ from .cli_format import (
     HelpGroup,
     ingest_failure,
     ingest_summary,
-    l1_line,
     no_files_message,
     plural,
     print_json,
     query_notes,
     query_table,
     snippet_chars,
+    stats_notes,
     terminal_width,
     tier_table,
+    turn_time,
+    turns_table,
     wrap_phrases,
 )
 from .errors import InputError, NotFoundError, PensiveError, StorageError
@@ -337,20 +339,8 @@ def stats(
         console.print(tier_table(queries))
     else:
         console.print("queries: none yet")
-    console.print(l1_line(info["l1"], queries), highlight=False)
-    if info["graph"] is not None:
-        g = info["graph"]
-        console.print(
-            f"entity graph: {plural(g['entities'], 'entity', 'entities')}, "
-            f"{plural(g['mentions'], 'mention')} in {plural(g['chunks'], 'passage')}",
-            highlight=False,
-        )
-    l3 = info["l3"]
-    console.print(
-        f"L3 escalations (this process): {l3['exact']} for exact strings, "
-        f"{l3['low_confidence']} for low confidence, {l3['found']} answered",
-        highlight=False,
-    )
+    for phrases in stats_notes(info):
+        console.print(wrap_phrases(phrases, console.width), highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -817,12 +807,10 @@ def chat_turns(
             {"session_id": session_id, "user": owner, "turns": [turn_json(t) for t in turns]}
         )
         return
-    table = Table(title=f"session {escape(session_id)}: {plural(len(turns), 'turn')}")
-    for col in ("seq", "time", "role", "text"):
-        table.add_column(col, overflow="fold" if col == "text" else "ellipsis")
+    title = f"session {escape(session_id)}: {plural(len(turns), 'turn')}"
+    table = turns_table(title, ("seq", "time", "role", "text"))
     for t in turns:
-        when = t.timestamp.isoformat(timespec="seconds")
-        table.add_row(str(t.seq), when, escape(t.role), escape(t.text))
+        table.add_row(str(t.seq), turn_time(t.timestamp), escape(t.role), escape(t.text))
     console.print(table)
 
 
@@ -856,19 +844,16 @@ def chat_recall(
     if as_json:
         print_json({"session_id": session_id, "query": query, "hits": [hit_json(h) for h in hits]})
         return
-    table = Table(title=f"{plural(len(hits), 'turn')} recalled")
-    for col in ("rank", "score", "session", "seq", "role", "time", "text"):
-        table.add_column(col, overflow="fold" if col == "text" else "ellipsis")
+    columns = ("rank", "score", "turn", "role", "time", "text")
+    table = turns_table(f"{plural(len(hits), 'turn')} recalled", columns)
     for i, h in enumerate(hits, start=1):
         m = h.metadata
-        when = h.timestamp.isoformat(timespec="seconds") if h.timestamp else "-"
         table.add_row(
             str(i),
             f"{h.score:.4f}",
-            escape(str(m.get("session_id", session_id))),
-            str(m.get("seq", "")),
+            escape(f"{m.get('session_id', session_id)} #{m.get('seq', '')}"),
             escape(str(m.get("role", ""))),
-            when,
+            turn_time(h.timestamp),
             escape(h.text),
         )
     console.print(table)

@@ -27,7 +27,6 @@ __all__ = [
     "HelpGroup",
     "ingest_failure",
     "ingest_summary",
-    "l1_line",
     "no_files_message",
     "plain_help",
     "plural",
@@ -35,8 +34,11 @@ __all__ = [
     "query_notes",
     "query_table",
     "snippet_chars",
+    "stats_notes",
     "terminal_width",
     "tier_table",
+    "turn_time",
+    "turns_table",
     "wrap_phrases",
 ]
 
@@ -329,18 +331,68 @@ def tier_table(queries: dict[str, Any]) -> Table:
     return table
 
 
-def l1_line(l1: dict[str, Any] | None, queries: dict[str, Any]) -> str:
-    """The L1 cache in two lines; the hit rate is lifetime (the L1 tier's share of queries)."""
+def stats_notes(info: dict[str, Any]) -> list[list[str]]:
+    """The lines under the stats tables, as phrases: the L1 cache, the graph, L3 escalations.
+
+    The L1 hit rate is lifetime (the L1 tier's share of queries); the rest is this process's.
+    """
+    queries, l1, g, l3 = info["queries"], info["l1"], info["graph"], info["l3"]
+    notes = []
     if l1 is None:
-        return "L1 cache: off"
-    total, hits = queries["total"], queries.get("L1", {}).get("count", 0)
-    rate = f"{hits / total:.0%} ({hits} of {total} queries)" if total else "n/a (no queries yet)"
-    m = l1["matches"]
-    return (
-        f"L1 cache: {l1['entries']} / {l1['capacity']} entries, {l1['hot']} hot; "
-        f"hit rate {rate}\n  this process: matches exact {m['exact']}, bag {m['bag']}, "
-        f"fuzzy {m['fuzzy']}; {l1['evictions']} evicted, {l1['invalidated']} invalidated"
+        notes.append(["L1 cache: off"])
+    else:
+        total, hits = queries["total"], queries.get("L1", {}).get("count", 0)
+        rate = (
+            f"{hits / total:.0%} ({hits} of {total} queries)" if total else "n/a (no queries yet)"
+        )
+        m = l1["matches"]
+        notes.append(
+            [
+                f"L1 cache: {l1['entries']} / {l1['capacity']} entries, {l1['hot']} hot;",
+                f"hit rate {rate}",
+            ]
+        )
+        notes.append(
+            [
+                f"  this process: matches exact {m['exact']}, bag {m['bag']}, fuzzy {m['fuzzy']};",
+                f"{l1['evictions']} evicted, {l1['invalidated']} invalidated",
+            ]
+        )
+    if g is not None:
+        notes.append(
+            [
+                f"entity graph: {plural(g['entities'], 'entity', 'entities')},",
+                f"{plural(g['mentions'], 'mention')} in {plural(g['chunks'], 'passage')}",
+            ]
+        )
+    notes.append(
+        [
+            "L3 escalations (this process):",
+            f"{l3['exact']} for exact strings,",
+            f"{l3['low_confidence']} for low confidence,",
+            f"{l3['found']} answered",
+        ]
     )
+    return notes
+
+
+# -- chat -----------------------------------------------------------------------------------
+
+
+def turn_time(when: datetime | None) -> str:
+    """A turn's time in a table, to the minute, UTC (``--json`` has it whole)."""
+    return when.strftime("%Y-%m-%d %H:%M") if when is not None else "-"
+
+
+def turns_table(title: str, columns: Sequence[str]) -> Table:
+    """A table of turns whose last column, the text, takes what the others leave and wraps."""
+    table = Table(title=title, expand=True)
+    for col in columns:
+        if col == "text":
+            table.add_column(col, ratio=1, min_width=20, overflow="fold")
+        else:
+            table.add_column(col, no_wrap=True)
+    return table
 
 
 def _ms(value: float) -> str:

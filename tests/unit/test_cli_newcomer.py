@@ -133,6 +133,22 @@ def test_the_ingest_summary_breaks_between_phrases_with_singulars(home):
     assert "1 added, 0 updated, 0 unchanged; 1 passage embedded" in wide
 
 
+def test_stats_and_chat_at_narrow_widths_break_between_phrases(home):
+    pensive("ingest", "docs")
+    out = pensive("stats", "--width", "60").stdout
+    assert widest(out) <= 60
+    lines = [line.strip() for line in out.splitlines()]
+    assert "hit rate n/a (no queries yet)" in lines  # whole, on a line of its own
+    assert "L3 escalations (this process): 0 for exact strings," in lines
+    text = "I moved to Lisbon last week and the weather there has been sunny every day since"
+    pensive("chat", "add", "s1", text, "--timestamp", "2024-05-01T10:00:00")
+    recall = pensive("chat", "recall", "s1", "where do I live", "--width", "80").stdout
+    assert widest(recall) == 80
+    row = next(line for line in recall.splitlines() if line.startswith("│ 1"))
+    assert "s1 #0" in row and "2024-05-01 10:00" in row  # the time whole, not "2024-05-01T1…"
+    assert len(row.split("│")[-2]) >= 24  # the text column keeps room to be read
+
+
 def test_plural_and_wrap_phrases():
     assert [plural(n, "file") for n in (0, 1, 2)] == ["0 files", "1 file", "2 files"]
     assert plural(1, "entity", "entities") == "1 entity"
