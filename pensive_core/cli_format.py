@@ -117,9 +117,15 @@ def plain_help(text: str | None) -> str | None:
     """A docstring as ``--help`` should show it: RST roles and backticks dropped, each paragraph
     on one line (the terminal wraps it), blank lines between paragraphs kept.
 
-    ``:class:`~pkg.Name``` becomes ``Name``, ````x```` and ```x``` become ``x``. A paragraph
-    whose lines start with "-", "*" or a digit stays a list; one starting with ``\\b`` (click's
-    "do not rewrap" mark) is left as it is.
+    A role keeps its target (the last part of a dotted one written with "~"), a literal in
+    single or double backticks keeps its text. A paragraph whose lines start with "-", "*" or a
+    number stays a list; one starting with "\\b" (click's "do not rewrap" mark) is kept as is.
+
+    Args:
+        text: A docstring or a help string (None passes through).
+
+    Returns:
+        The text to show.
     """
     if text is None:
         return None
