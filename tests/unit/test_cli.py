@@ -250,7 +250,7 @@ def test_get_and_delete(home):
     table = pensive("get", "ferry.md").stdout
     assert "ferry.md" in table and "The night ferry leaves the harbour at 22:00." in table
     out = pensive("delete", "inv").stdout
-    assert "deleted inv (1 passages)" in out
+    assert "deleted inv (1 passage)" in out  # singular for one
     fails(NotFoundError, "no document with id 'inv'", "delete", "inv")
     fails(NotFoundError, "no document with id 'inv'", "get", "inv")
     assert as_json("stats")["documents"] == 2
@@ -405,7 +405,7 @@ def test_chat(home):
     )
     fails(InputError, "belongs to another user", "chat", "add", "s1", "x", "-u", "bob")
 
-    assert "cleared session s2: 1 turns forgotten" in pensive("chat", "clear", "s2").stdout
+    assert "cleared session s2: 1 turn forgotten" in pensive("chat", "clear", "s2").stdout
     assert as_json("chat", "turns", "s2")["turns"] == []
     assert as_json("chat", "clear", "s3") == {"cleared": 1}
     fails(NotFoundError, "no session 'nope'", "chat", "clear", "nope")

@@ -25,6 +25,31 @@ def test_bad_config_is_a_clear_error(bad, needle):
         load_config(bad)
 
 
+@pytest.mark.parametrize(
+    "bad,said",
+    [
+        ({"fusion": {"methd": "rrf"}}, "'fusion.methd' (did you mean 'fusion.method'?)"),
+        ({"fusoin": {"method": "rrf"}}, "'fusoin' (did you mean 'fusion'?)"),
+        (
+            {"backend": {"faiss": {"hnsw_treshold": 5}}},
+            "'backend.faiss.hnsw_treshold' (did you mean 'backend.faiss.hnsw_threshold'?)",
+        ),
+    ],
+)
+def test_an_unknown_key_names_the_nearest_valid_one(bad, said):
+    with pytest.raises(ConfigError) as info:
+        load_config(bad)
+    assert f"unknown config key {said}" in str(info.value)
+
+
+def test_an_unknown_key_with_nothing_near_gets_no_guess():
+    with pytest.raises(ConfigError) as info:
+        load_config({"zzzzzz": 1, "fusion": {"qqqqqq": 2}})
+    message = str(info.value)
+    assert "unknown config key 'zzzzzz'" in message and "'fusion.qqqqqq'" in message
+    assert "did you mean" not in message
+
+
 def test_toml_file_and_env_override(tmp_path, monkeypatch):
     f = tmp_path / "pensive.toml"
     f.write_text('[fusion]\nmethod = "weighted"\nk = 10\n')
