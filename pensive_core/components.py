@@ -154,6 +154,8 @@ class Components:
         lock: Held by every read and write of the store's state.
         commit_no: The store's commit number as this process last saw it.
         data_version: The archive's data version as this process last saw it.
+        closed: Set by :meth:`close` (under ``lock``): an ingest that left the lock between
+            two steps (a shared engine's, embedding ahead of the change lock) stops there.
         counters: Figures of this process: ``l3`` escalations by reason, ``l1_refreshed``,
             ``rerank`` runs and failures.
     """
@@ -182,6 +184,7 @@ class Components:
     lock: Any = field(default_factory=threading.RLock)
     commit_no: int = 0
     data_version: int = 0
+    closed: bool = False
     counters: dict[str, Any] = field(
         default_factory=lambda: {
             "l3": {"exact": 0, "low_confidence": 0, "found": 0},
@@ -275,6 +278,7 @@ class Components:
 
     def close(self) -> None:
         """Release what opening took (indexes were persisted by the caller's commit)."""
+        self.closed = True
         if self.l1 is not None:
             self.l1.close()
         self.storage.close()

@@ -21,7 +21,7 @@ from .. import hooks
 from ..archive import INDEXED, metadata_json
 from ..context.base import join_context
 from ..embedders.base import checked
-from ..errors import NotFoundError
+from ..errors import NotFoundError, PensiveError
 from ..filters import backend_metadata
 from ..types import Chunk, Document, IngestReport
 from .changes import IngestCounts
@@ -137,14 +137,16 @@ class IngestPipeline:
         try:
             for batch in batches(documents):  # (a bad item: the batches before it are committed)
                 ahead = self.prepare(batch, counts, stages)
-                with comps.lock, comps.storage.writing():
-                    self._begin()
-                    with committer.abandoning(), hooks.announce("ingest-batch"):
-                        self.batch(batch, counts, False, stages, ahead)
-                    t_commit = time.perf_counter()
-                    with committer.abandoning():
-                        committer.commit()
-                    stages["commit"] += time.perf_counter() - t_commit
+                with comps.lock:
+                    self._check_open()
+                    with comps.storage.writing():
+                        self._begin()
+                        with committer.abandoning(), hooks.announce("ingest-batch"):
+                            self.batch(batch, counts, False, stages, ahead)
+                        t_commit = time.perf_counter()
+                        with committer.abandoning():
+                            committer.commit()
+                        stages["commit"] += time.perf_counter() - t_commit
                 ran = True
                 done += len(batch)
                 if progress:
@@ -158,10 +160,24 @@ class IngestPipeline:
                 )
             raise
         if not ran:  # nothing to ingest: still see what others committed, as a change would
-            with comps.lock, comps.storage.writing():
-                self._begin()
-                with committer.abandoning():
-                    committer.commit()
+            with comps.lock:
+                self._check_open()
+                with comps.storage.writing():
+                    self._begin()
+                    with committer.abandoning():
+                        committer.commit()
+
+    def _check_open(self) -> None:
+        """Between two steps of a shared engine's ingest (its lock held again): the handle
+        was not closed meanwhile by another thread (close() does not wait for an ingest that
+        is embedding ahead of the change lock, and nothing may be written after it returned,
+        on connections reopened that nobody would close).
+
+        Raises:
+            PensiveError: If the handle was closed.
+        """
+        if self.comps.closed:
+            raise PensiveError(f"this Pensive store ({self.comps.path}) is closed")
 
     def _begin(self) -> None:
         """The start of a change, its lock held: catch up with other processes, finish what
@@ -184,6 +200,7 @@ class IngestPipeline:
         clock = time.perf_counter
         ahead = Ahead()
         with comps.lock:  # (this process's readers and writers share the indexes)
+            self._check_open()
             comps.refresh()
             t = clock()
             todo = plan_batch(
