@@ -255,3 +255,35 @@ def test_a_replica_killed_during_a_recovery_leaves_it_to_the_next(cfg, tmp_path)
             assert b.query("storm number 280", k=1).hits[0].doc_id == "d280"
     finally:
         a.close()
+
+
+def test_a_fresh_handle_loads_its_embedder_under_its_lock(cfg, tmp_path, monkeypatch):
+    # the first use of the embedder saves its name and dimension through the archive's one
+    # connection; an ingest now asks for it ahead of the lock, so two ingests (or an ingest
+    # and a query) meeting a fresh handle wrote that at once: psycopg's "transaction commit at
+    # the wrong nesting level", and both ingests failed
+    import pensive_core.components as components_module
+
+    real = components_module.create_embedder
+    entered, release = threading.Event(), threading.Event()
+
+    def create(config: Any) -> Any:
+        if threading.current_thread() is not threading.main_thread():
+            entered.set()
+            assert release.wait(120), "never released"
+        return real(config)
+
+    monkeypatch.setattr(components_module, "create_embedder", create)
+    with Pensive(tmp_path / "a", config=cfg) as p:
+        t, out = in_thread(lambda: p.ingest(notes(3)))
+        try:
+            assert entered.wait(120)
+            free = p.components.lock.acquire(blocking=False)  # (another thread's view)
+            if free:
+                p.components.lock.release()
+        finally:
+            release.set()
+            t.join(120)
+        assert not free, "the embedder was loaded outside the handle's lock"
+        assert out[0].added == 3
+        assert p.components.archive.get_meta("embedder") == {"name": "hash-64", "dim": 64}
