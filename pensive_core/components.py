@@ -94,11 +94,17 @@ class EmbedderSlot:
     def get(self) -> Embedder:
         """The embedder, made from ``[embedder]`` if none is loaded yet."""
         if self.loaded is None:
-            cfg = self._comps.config.embedder
-            made = create_embedder(cfg)
-            if cfg.query_cache > 0:
-                made = QueryCache(made, cfg.query_cache)
-            self.share(made)
+            # under the store's lock: the first use saves the embedder's name and dimension
+            # through the archive, whose one connection two threads must not write at once
+            # (two ingests, or an ingest and a query, meeting a fresh handle: a shared
+            # engine's ingest asks for the embedder ahead of that lock)
+            with self._comps.lock:
+                if self.loaded is None:
+                    cfg = self._comps.config.embedder
+                    made = create_embedder(cfg)
+                    if cfg.query_cache > 0:
+                        made = QueryCache(made, cfg.query_cache)
+                    self.share(made)
         assert self.loaded is not None
         return self.loaded
 
