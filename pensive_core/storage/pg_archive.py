@@ -8,8 +8,10 @@ passes :class:`pensive_core.testing.DocumentStoreTests`, the suite the SQLite ar
 Differences from the SQLite archive, by design:
 
 * full text is a ``tsvector`` of each body (the ``simple`` configuration: lower-cased words,
-  no stemming, as SQLite's ``unicode61`` tokenizer) with a GIN index; phrases are
-  ``phraseto_tsquery``, ranked by ``ts_rank_cd`` (cover density), not BM25;
+  no stemming, where SQLite's archive stems with ``porter`` and folds diacritics) with a GIN
+  index; a phrase matches as ``phraseto_tsquery`` reads it or as its words and numbers in
+  order (:func:`word_phrase`: "1945-1949" finds "1945–1949", as in SQLite), ranked by
+  ``ts_rank_cd`` (cover density), not BM25;
 * :meth:`PostgresArchive.data_version` is a counter every writing call moves in its own
   transaction (SQLite's ``PRAGMA data_version`` has no Postgres twin);
 * bodies, passages and contexts are ``bytea`` (UTF-8): a Postgres text column holds no NUL,
@@ -36,6 +38,21 @@ from .pg import PgConnection, first_line
 __all__ = ["PostgresArchive"]
 
 _PREFIX = re.compile(r"^[a-z_][a-z0-9_]{0,39}$")
+_WORD = re.compile(r"[^\W_]+")
+
+
+def word_phrase(phrase: str) -> str:
+    """A phrase as a ``to_tsquery`` text of its words and numbers in order, whatever stands
+    between them ("" when it holds none), as SQLite's ``unicode61`` tokenizer reads it.
+
+    Postgres's parser reads "1945-1949" as ``1945`` and the signed integer ``-1949``, so
+    ``phraseto_tsquery`` of a question's "1945-1949" misses a document's "1945–1949" (en
+    dash) or "1945 1949", which SQLite's archive finds. Each number after the first is also
+    accepted with that sign, so a document's hyphen still matches.
+    """
+    words = _WORD.findall(phrase)
+    parts = [f"('{w}' | '-{w}')" if i and w[0].isdigit() else f"'{w}'" for i, w in enumerate(words)]
+    return " <-> ".join(parts)
 
 
 def _b(text: str) -> bytes:
@@ -361,7 +378,8 @@ class PostgresArchive:
         limit: int,
     ) -> list[tuple[str, float]]:
         """Committed documents holding every phrase of ``all_of``, one of ``any_of`` and one
-        of ``rank_by`` (each when given), best ``ts_rank_cd`` first."""
+        of ``rank_by`` (each when given), best ``ts_rank_cd`` first; a phrase matches as
+        Postgres parses it or as its words and numbers in order (:func:`word_phrase`)."""
         parts: list[str] = []
         params: list[Any] = []
         groups = [
@@ -372,10 +390,18 @@ class PostgresArchive:
         for phrases, glue in groups:
             phrases = [p for p in phrases if p.strip()]
             if phrases:
-                parts.append(
-                    "(" + glue.join("phraseto_tsquery('simple', %s)" for _ in phrases) + ")"
-                )
-                params.extend(phrases)
+                # each phrase as Postgres reads it, or as its words and numbers in order
+                # (see word_phrase): SQLite's archive finds either
+                terms = []
+                for p in phrases:
+                    words = word_phrase(p)
+                    if words:
+                        terms.append("(phraseto_tsquery('simple', %s) || to_tsquery('simple', %s))")
+                        params.extend((p, words))
+                    else:
+                        terms.append("phraseto_tsquery('simple', %s)")
+                        params.append(p)
+                parts.append("(" + glue.join(terms) + ")")
         if not parts:
             return []
         query = " && ".join(parts)

@@ -183,6 +183,33 @@ class DocumentStoreTests:
         assert a.search_documents(['"tern" OR acme'], (), (), 5) == []  # a phrase, not syntax
         assert a.search_documents((), (), (), 5) == []
 
+    def test_full_text_search_reads_words_and_numbers_whatever_joins_them(
+        self, make_archive: ArchiveFactory, tmp_path: Path
+    ) -> None:
+        # a question writes "1945-1949" where the document has an en dash (HotpotQA's "Dick
+        # Humbert": "(1941, 1945–1949)"), or "COVID-19" where it has a space; a phrase is its
+        # words and numbers in order, whatever stands between them
+        docs = [
+            Document("humbert", "He played for the Philadelphia Eagles (1941, 1945–1949)."),
+            Document("virus", "Cases of COVID 19 rose in the spring of 2020."),
+            Document("ship", "The order INV-4471 shipped on 1941-03-02 by sea."),
+        ]
+        a = make_archive(tmp_path)
+        a.write([written(d) for d in docs])
+        a.mark_indexed(True)
+
+        def found(*needles: str) -> list[str]:
+            return [d for d, _ in a.search_documents(needles, (), ["played", "rose", "sea"], 5)]
+
+        assert found("1945-1949") == ["humbert"]
+        assert found("1945–1949") == ["humbert"]
+        assert found("covid-19") == ["virus"]
+        assert found("inv 4471") == ["ship"]
+        assert found("inv–4471", "1941-03-02") == ["ship"]
+        assert found("1941") == ["humbert", "ship"] or found("1941") == ["ship", "humbert"]
+        assert found("1945-1941") == []  # the words in their order, next to each other
+        assert found("covid-2020") == []
+
     def test_archive_only_documents_stay_out_of_the_indexes(
         self, make_archive: ArchiveFactory, tmp_path: Path
     ) -> None:
