@@ -210,6 +210,26 @@ class DocumentStoreTests:
         assert found("1945-1941") == []  # the words in their order, next to each other
         assert found("covid-2020") == []
 
+    def test_full_text_search_ranks_by_the_words_asked(
+        self, make_archive: ArchiveFactory, tmp_path: Path
+    ) -> None:
+        # L3 escalation asks for documents holding a missing needle, ranked by the question's
+        # words, which hold the needle too: the document naming more of them comes first
+        # (HotpotQA: "Little Caesars and Pizza Hut were founded in the 1950s ...")
+        docs = [
+            Document("aardvarks", "Aardvarks were first filmed in the 1950s in the park."),
+            Document("pizza-hut", "Pizza Hut was founded in the 1950s; it was the first pizza "
+                     "chain to serve Wichita."),
+            Document("elsewhere", "Little Caesars serves pizza; founded in 1959 by a couple."),
+        ]  # fmt: skip
+        a = make_archive(tmp_path)
+        a.write([written(d) for d in docs])
+        a.mark_indexed(True)
+        words = ["little", "caesars", "pizza", "hut", "founded", "1950s", "first", "serve"]
+        found = a.search_documents(["1950s"], (), words, 5)
+        assert [d for d, _ in found] == ["pizza-hut", "aardvarks"]
+        assert found[0][1] > found[1][1]
+
     def test_archive_only_documents_stay_out_of_the_indexes(
         self, make_archive: ArchiveFactory, tmp_path: Path
     ) -> None:
