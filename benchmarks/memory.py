@@ -114,14 +114,25 @@ class CachedEmbedder:
         np.savez(self.path, keys=json.dumps(keys), vecs=vecs)
 
 
-def build(store: Path, convs: list[dict[str, Any]], rebuild: bool = False) -> dict[str, Any]:
-    """One store, one session per conversation (kept if already built, unless ``rebuild``)."""
+def build(
+    store: Path,
+    convs: list[dict[str, Any]],
+    rebuild: bool = False,
+    config: dict[str, Any] | None = None,
+    embedder: CachedEmbedder | None = None,
+) -> dict[str, Any]:
+    """One store, one session per conversation (kept if already built, unless ``rebuild``).
+
+    ``config`` opens the store (e.g. on another storage engine); ``embedder`` is a cache
+    shared with other stores (by default one beside the store, on disk)."""
     info: dict[str, Any] = {}
     store.mkdir(parents=True, exist_ok=True)
-    with Pensive(store) as p:
-        model = p.embedder
-    cached = CachedEmbedder(model, store.parent / f"{store.name}-vectors.npz")
-    with Pensive(store, embedder=cached) as p:  # sessions share their owner's embedder
+    cached = embedder
+    if cached is None:
+        with Pensive(store, config=config) as p:
+            model = p.embedder
+        cached = CachedEmbedder(model, store.parent / f"{store.name}-vectors.npz")
+    with Pensive(store, config=config, embedder=cached) as p:  # sessions share its embedder
         for conv in convs:
             chat = p.conversation(conv["id"])
             if len(chat) == len(conv["turns"]) and not rebuild:
@@ -187,17 +198,27 @@ def recall_tables(
     return result
 
 
-def run_locomo(store: Path, convs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Recall of evidence turns per selector, by category."""
+def run_locomo(
+    store: Path,
+    convs: list[dict[str, Any]],
+    selectors: tuple[str, ...] = SELECTORS,
+    config: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Recall of evidence turns per selector, by category.
+
+    ``selectors`` a subset of :data:`SELECTORS` (the one-list ones open the session's index
+    folder, so they run on the embedded engine only); ``config`` opens the store."""
     per: dict[str, list[dict[str, Any]]] = defaultdict(list)
     lat: dict[str, list[float]] = defaultdict(list)
-    with Pensive(store) as p:
+    with Pensive(store, config=config) as p:
         embedder = p.embedder
         for conv in convs:
             chat = p.conversation(conv["id"])
             folder = chat.folder / "index"
             singles = {}
             for name, over in ONE_LIST.items():
+                if name not in selectors:
+                    continue
                 cfg = {**over, "graph": {"enabled": False}, "temporal": {"enabled": False}}
                 s = Pensive(
                     folder, cfg, read_only=True, context_generator=TurnContext(), embedder=embedder
@@ -212,7 +233,7 @@ def run_locomo(store: Path, convs: list[dict[str, Any]]) -> dict[str, Any]:
                     "n_gold": len(q["gold"]),
                     "split": "tune" if qi % 2 == 0 else "heldout",
                 }
-                for sel in SELECTORS:
+                for sel in selectors:
                     t0 = time.perf_counter()
                     if sel in singles:
                         hits = singles[sel].query(q["text"], k=40).hits
@@ -233,7 +254,7 @@ def run_locomo(store: Path, convs: list[dict[str, Any]]) -> dict[str, Any]:
                 per["rows"].append(row)
             for s in singles.values():
                 s.close()
-    result = recall_tables(per["rows"])
+    result = recall_tables(per["rows"], selectors)
     result["latency_ms"] = {sel: percentiles(v) for sel, v in lat.items()}
     return result
 

@@ -8,8 +8,11 @@ passes :class:`pensive_core.testing.DocumentStoreTests`, the suite the SQLite ar
 Differences from the SQLite archive, by design:
 
 * full text is a ``tsvector`` of each body (the ``simple`` configuration: lower-cased words,
-  no stemming, as SQLite's ``unicode61`` tokenizer) with a GIN index; phrases are
-  ``phraseto_tsquery``, ranked by ``ts_rank_cd`` (cover density), not BM25;
+  no stemming, where SQLite's archive stems with ``porter`` and folds diacritics) with a GIN
+  index; a phrase matches as ``phraseto_tsquery`` reads it or as its words and numbers in
+  order (:func:`word_phrase`: "1945-1949" finds "1945–1949", as in SQLite), ranked by
+  ``ts_rank_cd`` (cover density) over the words asked to rank by, divided by 1 + the log of
+  the document's length (SQLite: BM25, which also weighs a word by its rarity);
 * :meth:`PostgresArchive.data_version` is a counter every writing call moves in its own
   transaction (SQLite's ``PRAGMA data_version`` has no Postgres twin);
 * bodies, passages and contexts are ``bytea`` (UTF-8): a Postgres text column holds no NUL,
@@ -36,6 +39,21 @@ from .pg import PgConnection, first_line
 __all__ = ["PostgresArchive"]
 
 _PREFIX = re.compile(r"^[a-z_][a-z0-9_]{0,39}$")
+_WORD = re.compile(r"[^\W_]+")
+
+
+def word_phrase(phrase: str) -> str:
+    """A phrase as a ``to_tsquery`` text of its words and numbers in order, whatever stands
+    between them ("" when it holds none), as SQLite's ``unicode61`` tokenizer reads it.
+
+    Postgres's parser reads "1945-1949" as ``1945`` and the signed integer ``-1949``, so
+    ``phraseto_tsquery`` of a question's "1945-1949" misses a document's "1945–1949" (en
+    dash) or "1945 1949", which SQLite's archive finds. Each number after the first is also
+    accepted with that sign, so a document's hyphen still matches.
+    """
+    words = _WORD.findall(phrase)
+    parts = [f"('{w}' | '-{w}')" if i and w[0].isdigit() else f"'{w}'" for i, w in enumerate(words)]
+    return " <-> ".join(parts)
 
 
 def _b(text: str) -> bytes:
@@ -357,28 +375,42 @@ class PostgresArchive:
         limit: int,
     ) -> list[tuple[str, float]]:
         """Committed documents holding every phrase of ``all_of``, one of ``any_of`` and one
-        of ``rank_by`` (each when given), best ``ts_rank_cd`` first."""
-        parts: list[str] = []
-        params: list[Any] = []
+        of ``rank_by`` (each when given), best first by ``ts_rank_cd`` over the ``rank_by``
+        words (over everything asked when there are none); a phrase matches as Postgres
+        parses it or as its words and numbers in order (:func:`word_phrase`)."""
+
+        def group(phrases: Sequence[str], glue: str) -> tuple[str, list[str]]:
+            # each phrase as Postgres reads it, or as its words and numbers in order (see
+            # word_phrase): SQLite's archive finds either
+            terms, params = [], []
+            for p in (p for p in phrases if p.strip()):
+                words = word_phrase(p)
+                if words:
+                    terms.append("(phraseto_tsquery('simple', %s) || to_tsquery('simple', %s))")
+                    params += [p, words]
+                else:
+                    terms.append("phraseto_tsquery('simple', %s)")
+                    params.append(p)
+            return ("(" + glue.join(terms) + ")" if terms else ""), params
+
         groups = [
-            (list(all_of), " && "),
-            (list(any_of), " || "),
-            (list(dict.fromkeys(rank_by)), " || "),
+            group(list(all_of), " && "),
+            group(list(any_of), " || "),
+            group(list(dict.fromkeys(rank_by)), " || "),
         ]
-        for phrases, glue in groups:
-            phrases = [p for p in phrases if p.strip()]
-            if phrases:
-                parts.append(
-                    "(" + glue.join("phraseto_tsquery('simple', %s)" for _ in phrases) + ")"
-                )
-                params.extend(phrases)
-        if not parts:
+        asked = [g for g in groups if g[0]]
+        if not asked:
             return []
-        query = " && ".join(parts)
+        query = " && ".join(g[0] for g in asked)
+        # ranked by the question's words alone: they hold the needles too (L3 escalation
+        # passes every word), and a cover of the needle alone scored every document the same
+        # (0.1), so documents came in id order; SQLite ranks them by BM25
+        rank, rank_params = groups[2] if groups[2][0] else (query, [p for g in asked for p in g[1]])
         stmt = self._q(
-            "SELECT id, ts_rank_cd(tsv, q) AS s FROM {documents}, (SELECT " + query + " AS q) x "
-            "WHERE indexed > 0 AND tsv @@ q ORDER BY s DESC, id LIMIT %s"
+            "SELECT id, ts_rank_cd(tsv, r, 1) AS s FROM {documents}, (SELECT " + query + " AS q, "
+            + rank + " AS r) x WHERE indexed > 0 AND tsv @@ q ORDER BY s DESC, id LIMIT %s"
         )  # fmt: skip
+        params = [p for g in asked for p in g[1]] + rank_params
         rows = self._run("search documents", stmt, (*params, int(limit)))
         return [(r[0], float(r[1])) for r in rows]
 

@@ -183,6 +183,53 @@ class DocumentStoreTests:
         assert a.search_documents(['"tern" OR acme'], (), (), 5) == []  # a phrase, not syntax
         assert a.search_documents((), (), (), 5) == []
 
+    def test_full_text_search_reads_words_and_numbers_whatever_joins_them(
+        self, make_archive: ArchiveFactory, tmp_path: Path
+    ) -> None:
+        # a question writes "1945-1949" where the document has an en dash (HotpotQA's "Dick
+        # Humbert": "(1941, 1945–1949)"), or "COVID-19" where it has a space; a phrase is its
+        # words and numbers in order, whatever stands between them
+        docs = [
+            Document("humbert", "He played for the Philadelphia Eagles (1941, 1945–1949)."),
+            Document("virus", "Cases of COVID 19 rose in the spring of 2020."),
+            Document("ship", "The order INV-4471 shipped on 1941-03-02 by sea."),
+        ]
+        a = make_archive(tmp_path)
+        a.write([written(d) for d in docs])
+        a.mark_indexed(True)
+
+        def found(*needles: str) -> list[str]:
+            return [d for d, _ in a.search_documents(needles, (), ["played", "rose", "sea"], 5)]
+
+        assert found("1945-1949") == ["humbert"]
+        assert found("1945–1949") == ["humbert"]
+        assert found("covid-19") == ["virus"]
+        assert found("inv 4471") == ["ship"]
+        assert found("inv–4471", "1941-03-02") == ["ship"]
+        assert found("1941") == ["humbert", "ship"] or found("1941") == ["ship", "humbert"]
+        assert found("1945-1941") == []  # the words in their order, next to each other
+        assert found("covid-2020") == []
+
+    def test_full_text_search_ranks_by_the_words_asked(
+        self, make_archive: ArchiveFactory, tmp_path: Path
+    ) -> None:
+        # L3 escalation asks for documents holding a missing needle, ranked by the question's
+        # words, which hold the needle too: the document naming more of them comes first
+        # (HotpotQA: "Little Caesars and Pizza Hut were founded in the 1950s ...")
+        docs = [
+            Document("aardvarks", "Aardvarks were first filmed in the 1950s in the park."),
+            Document("pizza-hut", "Pizza Hut was founded in the 1950s; it was the first pizza "
+                     "chain to serve Wichita."),
+            Document("elsewhere", "Little Caesars serves pizza; founded in 1959 by a couple."),
+        ]  # fmt: skip
+        a = make_archive(tmp_path)
+        a.write([written(d) for d in docs])
+        a.mark_indexed(True)
+        words = ["little", "caesars", "pizza", "hut", "founded", "1950s", "first", "serve"]
+        found = a.search_documents(["1950s"], (), words, 5)
+        assert [d for d, _ in found] == ["pizza-hut", "aardvarks"]
+        assert found[0][1] > found[1][1]
+
     def test_archive_only_documents_stay_out_of_the_indexes(
         self, make_archive: ArchiveFactory, tmp_path: Path
     ) -> None:
