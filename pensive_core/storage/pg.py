@@ -80,6 +80,7 @@ class _Physical:
         self.lock = threading.RLock()
         self.users = 0
         self.setups: list[Callable[[Any], None]] = []
+        self.pending: list[Callable[[Any], None]] = []  # not run yet on the open connection
 
 
 _SHARED: dict[tuple[str, bool], _Physical] = {}
@@ -153,15 +154,31 @@ class PgConnection:
             phys.users += 1
             if self._setup is not None:
                 phys.setups.append(self._setup)
+                phys.pending.append(self._setup)  # (run before this part's first call)
         self._phys = phys
-        if phys.conn is not None and not phys.conn.closed and self._setup is not None:
-            with phys.lock:  # a sharer that came later: its setup runs on the open connection
-                try:
-                    self._setup(phys.conn)
-                except Exception:
-                    self._detach()
-                    raise
         return phys
+
+    def _ready(self, phys: _Physical) -> None:
+        """Under the connection's lock: connected, and every sharer's setup run on it. A
+        connection the server cut since its last use (found by a setup failing on it) is
+        opened again once."""
+        for attempt in (0, 1):
+            if phys.conn is None or phys.conn.closed:
+                self._connect(phys)
+                return
+            try:
+                while phys.pending:
+                    phys.pending[0](phys.conn)
+                    phys.pending.pop(0)
+                return
+            except Exception:
+                if attempt == 0 and (phys.conn.broken or phys.conn.closed):
+                    try:
+                        phys.conn.close()
+                    finally:
+                        phys.conn = None
+                    continue
+                raise
 
     def _detach(self) -> None:
         phys, self._phys = self._phys, None
@@ -171,6 +188,8 @@ class PgConnection:
             phys.users -= 1
             if self._setup is not None and self._setup in phys.setups:
                 phys.setups.remove(self._setup)
+            if self._setup is not None and self._setup in phys.pending:
+                phys.pending.remove(self._setup)
             last = phys.users <= 0
             if last and phys.key is not None and _SHARED.get(phys.key) is phys:
                 del _SHARED[phys.key]
@@ -191,8 +210,7 @@ class PgConnection:
         connected, and no other thread's call runs on it until the block ends."""
         phys = self._attach()
         with phys.lock:
-            if phys.conn is None or phys.conn.closed:
-                self._connect(phys)
+            self._ready(phys)
             yield phys.conn
 
     def _connect(self, phys: _Physical) -> None:
@@ -219,6 +237,7 @@ class PgConnection:
             conn.close()
             raise
         phys.conn = conn
+        phys.pending.clear()
 
     def run(self, what: str, fn: Callable[[Any], T]) -> T:
         """``fn(connection)``; a dropped connection is reopened and ``fn`` run once more.
@@ -230,8 +249,7 @@ class PgConnection:
         phys = self._attach()
         with phys.lock:
             for attempt in (0, 1):
-                if phys.conn is None or phys.conn.closed:
-                    self._connect(phys)
+                self._ready(phys)
                 conn = phys.conn
                 try:
                     return fn(conn)

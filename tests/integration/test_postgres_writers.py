@@ -243,3 +243,27 @@ def test_a_store_costs_two_connections_and_a_session_five(postgres_dsn, tmp_path
         # and its two stores (one shared connection and a change lock each)
         assert connections() <= 2 + 3 * 5
     assert connections() == 0
+
+
+def test_a_part_joining_a_connection_the_server_cut_opens_it_again(postgres_dsn):
+    import psycopg
+
+    from pensive_core.storage.pg import PgConnection
+
+    app = "pensive_cut_join"
+    dsn = postgres_dsn + ("&" if "?" in postgres_dsn else "?") + f"application_name={app}"
+    first = PgConnection(dsn, "the first part")
+    with psycopg.connect(postgres_dsn, autocommit=True) as c:
+        cut = c.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+            (app,),
+        ).fetchall()
+    assert len(cut) == 1  # the parts share one connection, and the server cut it
+    ran: list[int] = []
+    # a later part's setup meets the cut connection first: it is opened again, not an error
+    second = PgConnection(dsn, "the second part",
+                          setup=lambda c: ran.append(c.execute("SELECT 1").fetchone()[0]))  # fmt: skip
+    assert ran == [1]
+    assert first.run("read", lambda c: c.execute("SELECT 2").fetchone()[0]) == 2
+    first.close()
+    second.close()
