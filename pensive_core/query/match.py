@@ -1,0 +1,101 @@
+"""How likely a hit answers the question: ``Hit.match``, ``QueryResult.match`` and ``weak``.
+
+A hit's match is a logistic function of its dense cosine similarity to the question (the
+stored passage vector against the question's vector), fitted with ``benchmarks.weak_results``
+on the bundled all-MiniLM-L6-v2 embedder: answerable questions (SciFact claims with a relevant
+abstract) against unanswerable ones (HotpotQA and LoCoMo questions asked of SciFact), on the
+*choose* half of those questions, classes weighted to an even prior. It is reported, not
+chosen, on the other half and on the HotpotQA corpus (see ``benchmarks/results/
+weak_results.md``). With another embedder the same map is applied but is not calibrated: its
+order is still the cosine's, its level may be off.
+
+The top BM25 score per query term, retriever agreement and ``QueryResult.confidence`` were
+candidate signals too; on the choose half the cosine alone separated best (the figures are in
+the benchmark's results).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..types import Hit
+
+if TYPE_CHECKING:
+    from ..components import Components
+
+__all__ = [
+    "INTERCEPT",
+    "SLOPE",
+    "WEAK_BELOW",
+    "best_match",
+    "match_of",
+    "verdict",
+    "with_matches",
+]
+
+# P(answerable | cosine) = 1 / (1 + exp(-(INTERCEPT + SLOPE * cosine))), fitted on the choose half
+INTERCEPT = -10.0
+SLOPE = 20.0
+# a result is weak when its best hit's match is below this (Youden's J on the choose half)
+WEAK_BELOW = 0.5
+
+
+def match_of(cosine: float) -> float:
+    """The calibrated match in [0, 1] of a dense cosine similarity (rounded to 4 places)."""
+    z = INTERCEPT + SLOPE * float(cosine)
+    if not math.isfinite(z):
+        return 0.0
+    return round(1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z)))), 4)
+
+
+def with_matches(
+    comps: Components,
+    hits: Sequence[Hit],
+    qvec: np.ndarray | None,
+    dense: Sequence[tuple[str, float]],
+) -> list[Hit]:
+    """``hits`` with ``match`` set from each one's cosine to ``qvec`` (taken from the dense
+    candidate list ``dense`` where the passage is in it, else from its stored vector).
+
+    Without a question vector (dense retrieval off) the hits are returned as they are, their
+    match None. A passage whose vector the backend does not hold keeps match None.
+    """
+    if qvec is None or not hits or comps.backend is None:
+        return list(hits)
+    cos: dict[str, float] = dict(dense)
+    missing = [h.chunk_id for h in hits if h.chunk_id not in cos]
+    if missing:
+        stored = comps.backend.fetch(missing, namespace=comps.config.backend.namespace)
+        q = np.asarray(qvec, dtype=np.float32).ravel()
+        for cid, vec in stored.items():
+            cos[cid] = float(np.dot(np.asarray(vec, dtype=np.float32).ravel(), q))
+    return [
+        dataclasses.replace(h, match=match_of(cos[h.chunk_id])) if h.chunk_id in cos else h
+        for h in hits
+    ]
+
+
+def best_match(hits: Sequence[Hit]) -> float | None:
+    """The highest match among ``hits`` (None when no hit has one)."""
+    known = [h.match for h in hits if h.match is not None]
+    return max(known) if known else None
+
+
+def verdict(
+    hits: Sequence[Hit], min_score: float | None
+) -> tuple[list[Hit], float | None, bool]:
+    """The hits kept under ``min_score`` (a hit whose match is below it is dropped; one with
+    no match is kept), the best match before dropping, and whether the result is weak (its
+    best match below :data:`WEAK_BELOW`, or no hit left)."""
+    best = best_match(hits)
+    kept = list(hits)
+    if min_score is not None:
+        kept = [h for h in hits if h.match is None or h.match >= min_score]
+    weak = not kept or (best is not None and best < WEAK_BELOW)
+    return kept, best, weak
+
