@@ -379,12 +379,21 @@ def render(payload: dict[str, Any]) -> str:
         )
     product = payload["signals"].get("QueryResult.match (product)")
     if product is not None:
-        lines += ["", "Calibration of `QueryResult.match` (answerable share weighted to an even "
-                  "prior, per bin of match):", ""]
+        lines += [
+            "",
+            "Calibration of `QueryResult.match` (answerable share weighted to an even "
+            "prior, per bin of match):",
+            "",
+        ]
         for n, bins in product["calibration"].items():
-            lines.append(f"- {n}: " + "; ".join(
-                f"{b['bin']}: n={b['n']}, mean {b['mean_match']}, observed "
-                f"{b['answerable_share_even_prior']}" for b in bins))
+            lines.append(
+                f"- {n}: "
+                + "; ".join(
+                    f"{b['bin']}: n={b['n']}, mean {b['mean_match']}, observed "
+                    f"{b['answerable_share_even_prior']}"
+                    for b in bins
+                )
+            )
     lines += [
         "",
         "Reproduce: `python -m benchmarks.weak_results --store /tmp/weak-bench` (builds the "

@@ -86,9 +86,7 @@ def best_match(hits: Sequence[Hit]) -> float | None:
     return max(known) if known else None
 
 
-def verdict(
-    hits: Sequence[Hit], min_score: float | None
-) -> tuple[list[Hit], float | None, bool]:
+def verdict(hits: Sequence[Hit], min_score: float | None) -> tuple[list[Hit], float | None, bool]:
     """The hits kept under ``min_score`` (a hit whose match is below it is dropped; one with
     no match is kept), the best match before dropping, and whether the result is weak (its
     best match below :data:`WEAK_BELOW`, or no hit left)."""
@@ -98,4 +96,3 @@ def verdict(
         kept = [h for h in hits if h.match is None or h.match >= min_score]
     weak = not kept or (best is not None and best < WEAK_BELOW)
     return kept, best, weak
-
