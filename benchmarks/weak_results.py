@@ -28,8 +28,10 @@ balanced class weights, so a probability is under an even prior). Once the produ
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -102,6 +104,36 @@ def measure(
         rows.append({**q, "answerable": answerable, **signals(p, q["text"])})
     print(f"{label}: {len(rows)} questions in {time.perf_counter() - t:.0f} s", flush=True)
     return rows
+
+
+def gold_removed(root: Path, qs: dict[str, list[dict[str, str]]], data: Path) -> list[Any]:
+    """A harder report set, added after the first run (it chooses nothing): the *report*
+    half's SciFact claims split in two by another salted hash; one part's relevant abstracts
+    are deleted from a copy of the store, so those claims are on topic but unanswerable; the
+    other part's claims whose relevant abstracts all remain are the answerable ones."""
+    _docs, _q, qrels = load_scifact(data)
+    report = [q for q in qs["scifact"] if split(q["id"]) == "report"]
+
+    def side(qid: str) -> str:
+        return "gone" if hashlib.sha256(f"gold-removed:{qid}".encode()).digest()[0] % 2 else "kept"
+
+    gone = {d for q in report if side(q["id"]) == "gone" for d in qrels[q["id"].split(":", 1)[1]]}
+    unans = [q for q in report if side(q["id"]) == "gone"]
+    ans = [
+        q
+        for q in report
+        if side(q["id"]) == "kept" and not set(qrels[q["id"].split(":", 1)[1]]) & gone
+    ]
+    folder = root / "scifact_gold_removed"
+    if not folder.exists():
+        shutil.copytree(root / "scifact", folder, ignore=shutil.ignore_patterns("writer.lock"))
+    with Pensive(folder, config=CONFIG) as p:
+        for did in sorted(gone):
+            if p.components.archive.document(did) is not None:
+                p.delete(did)
+        return measure(p, ans, True, "scifact (gold kept)") + measure(
+            p, unans, False, "scifact (gold removed)"
+        )
 
 
 # -- statistics -----------------------------------------------------------------------------
@@ -229,6 +261,7 @@ def main(argv: list[str] | None = None) -> None:
         + measure(p, qs["locomo"], False, "locomo on scifact")
     )
     p.close()
+    hard_rows = gold_removed(root, qs, args.data)
     h_docs, _hq = load_hotpot(args.data)
     print(f"HotpotQA store in {root / 'hotpotqa'} ({len(h_docs)} paragraphs) ...", flush=True)
     p, h_ingest = build_store(root / "hotpotqa", h_docs, CONFIG)
@@ -243,6 +276,7 @@ def main(argv: list[str] | None = None) -> None:
     report_sets = {
         "scifact_report": [r for r in sf_rows if split(r["id"]) == "report"],
         "hotpotqa": h_rows,
+        "scifact_gold_removed": hard_rows,
     }
 
     # -- choose: every candidate's AUROC, its threshold, and two logistic fits ------------------
@@ -271,7 +305,7 @@ def main(argv: list[str] | None = None) -> None:
         "coef": [round(float(b), 4) for b in beta1],
         "threshold": youden(list(predict(beta1, x1)), [not a for a in y_ans]),
     }
-    if all(r["match"] is not None for r in sf_rows + h_rows):
+    if any(r["match"] is not None for r in sf_rows):  # the product exists
         candidates["QueryResult.match (product)"] = {
             "kind": "product",
             "features": ["match"],
@@ -284,7 +318,7 @@ def main(argv: list[str] | None = None) -> None:
                 predict(c["coef"], np.asarray([[r[f] for f in c["features"]]]))[0]
             )
         f = c["features"][0]
-        return lambda r: float(r[f])
+        return lambda r: float(r[f] if r[f] is not None else 0.0)  # no match: no answer
 
     from pensive_core.query.match import WEAK_BELOW  # noqa: PLC0415 (the product's threshold)
 
@@ -334,8 +368,13 @@ def main(argv: list[str] | None = None) -> None:
                 "unanswerable": "SciFact train claims with qrels + LoCoMo dev questions",
                 "report": count(h_rows),
             },
+            "scifact_gold_removed": count(hard_rows),
             "split": "benchmarks.common.half_of('<dataset>:<id>'): choose / report; the "
             "HotpotQA corpus chooses nothing",
+            "scifact_gold_removed_how": "added after the first run as a harder check (chooses "
+            "nothing): report-half claims split by sha256('gold-removed:<id>'); one part's "
+            "relevant abstracts deleted from a copy of the store (unanswerable, on topic), the "
+            "other part's claims whose abstracts all remain (answerable)",
             "threshold_rule": "Youden's J (recall of weak + recall of answerable) on choose",
         },
         "config": CONFIG,
@@ -364,19 +403,40 @@ def render(payload: dict[str, Any]) -> str:
         f"reported on its *report* half ({d['scifact_corpus']['report']}) and on the HotpotQA "
         f"corpus ({d['hotpotqa_corpus']['report']}), which chose nothing. Split: {d['split']}. "
         f"Threshold: {d['threshold_rule']}. Weak = positive class.\n",
-        "| signal | threshold | AUROC choose | AUROC SciFact report | AUROC HotpotQA | "
-        "weak P / R SciFact report | weak P / R HotpotQA | answerable flagged weak "
-        "(SciFact report / HotpotQA) |",
-        "|---|---|---|---|---|---|---|---|",
+        f"Harder set ({d['scifact_gold_removed']}): {d['scifact_gold_removed_how']}.\n",
+    ]
+    sets = {
+        "choose": "SciFact choose half (chose)",
+        "scifact_report": "SciFact report half",
+        "hotpotqa": "HotpotQA corpus",
+        "scifact_gold_removed": "SciFact, relevant abstracts removed (harder, added later)",
+    }
+    lines += [
+        "AUROC (weak vs answerable; 1.0 = perfect, 0.5 = chance):",
+        "",
+        "| signal | threshold | " + " | ".join(sets.values()) + " |",
+        "|---|---|" + "---|" * len(sets),
     ]
     for name, r in payload["signals"].items():
-        c, s, h = r["choose"], r["scifact_report"], r["hotpotqa"]
-        lines.append(
-            f"| {name} | {r['how']['threshold']} | {fmt(c['auroc'])} | {fmt(s['auroc'])} | "
-            f"{fmt(h['auroc'])} | {fmt(s['weak_precision'])} / {fmt(s['weak_recall'])} | "
-            f"{fmt(h['weak_precision'])} / {fmt(h['weak_recall'])} | "
-            f"{fmt(s['answerable_flagged_weak'])} / {fmt(h['answerable_flagged_weak'])} |"
+        cells = " | ".join(fmt(r[k]["auroc"]) if k in r else "-" for k in sets)
+        lines.append(f"| {name} | {r['how']['threshold']} | {cells} |")
+    lines += [
+        "",
+        "At each signal's threshold: weak precision / weak recall / share of answerable "
+        "questions flagged weak:",
+        "",
+        "| signal | " + " | ".join(sets.values()) + " |",
+        "|---|" + "---|" * len(sets),
+    ]
+    for name, r in payload["signals"].items():
+        cells = " | ".join(
+            f"{fmt(r[k]['weak_precision'])} / {fmt(r[k]['weak_recall'])} / "
+            f"{fmt(r[k]['answerable_flagged_weak'])}"
+            if k in r
+            else "-"
+            for k in sets
         )
+        lines.append(f"| {name} | {cells} |")
     product = payload["signals"].get("QueryResult.match (product)")
     if product is not None:
         lines += [

@@ -24,7 +24,7 @@ from .query.filtering import AllowedPassages
 from .query.graph import GraphStage
 from .query.hits import HitBuilder
 from .query.l1 import CacheStage
-from .query.match import verdict, with_matches
+from .query.match import matched, verdict, with_matches
 from .query.request import QueryRequest
 from .query.rerank import RerankStage
 from .query.retrieve import HybridRetrieval
@@ -113,15 +113,18 @@ class Router:
             counted = self.aggregation.run(state)
             if counted is not None:
                 hits, agg = counted
+                hits = matched(comps, hits, req.text)
+                kept, best, weak = verdict(hits, req.min_score)  # the count is kept whole
                 return QueryResult(
-                    hits,
+                    kept,
                     "L2",
                     1.0,
                     elapsed_ms(t0),
                     req.text,
                     state.timings,
                     aggregation=agg,
-                    weak=not hits,
+                    match=best,
+                    weak=weak,
                 )
         ans = self.answer(state)
         if comps.learning is not None and not comps.read_only and ans.hits:

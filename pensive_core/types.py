@@ -130,7 +130,7 @@ class Hit:
         superseded_by: The passage id of that newer statement (or correction), if any.
         match: How likely this passage answers the question, in [0, 1]: a calibrated map of
             its dense cosine similarity (see :mod:`pensive_core.query.match`); None where
-            not measured (dense retrieval off, conversation recall, an aggregation count).
+            not measured (dense retrieval off, conversation recall).
 
     A hit is immutable, its ``metadata`` and ``sources`` too (read-only dicts).
     """
@@ -220,7 +220,7 @@ class QueryResult:
         match: How likely the best hit answers the question, in [0, 1]: the highest
             ``Hit.match`` of the answer (before ``min_score`` dropped any), calibrated on
             SciFact with the bundled MiniLM embedder (see :mod:`pensive_core.query.match`);
-            None when not measured (dense retrieval off, an aggregation count).
+            None when not measured (dense retrieval off).
         weak: True when no hit is a likely match: ``match`` below
             :data:`~pensive_core.query.match.WEAK_BELOW`, or no hits left. An application
             should then abstain or say the store does not seem to hold the answer.

@@ -62,7 +62,9 @@ def test_default_keeps_every_hit_and_the_order(store, tmp_path):
 
 def test_min_score_drops_hits_below_it(store):
     full = store.query(Q, k=3)
-    cut = sorted(h.match for h in full.hits)[1]  # between the weakest and the rest
+    ms = [h.match for h in full.hits]
+    assert min(ms) < max(ms)
+    cut = (min(ms) + max(ms)) / 2  # between the weakest and the best
     res = store.query(Q, k=3, min_score=cut)
     assert [h.chunk_id for h in res.hits] == [h.chunk_id for h in full.hits if h.match >= cut]
     assert len(res.hits) < len(full.hits)
@@ -160,3 +162,20 @@ def test_an_l1_entry_written_before_matches_reads_as_unmeasured():
     )
     (hit,) = hits_from_json(old)
     assert hit.match is None and hit.doc_id == "a"
+
+
+def test_an_aggregation_count_carries_matches_and_min_score_keeps_the_count(tmp_path):
+    from tests.unit.test_graph_aggregate import DOCS as DIARY
+    from tests.unit.test_graph_aggregate import GRAPH
+
+    q = "How many times did Caroline go to Lisbon?"
+    with Pensive(tmp_path / "g", config=GRAPH) as p:
+        p.ingest(DIARY)
+        res = p.query(q, k=2)
+        none = p.query(q, k=2, min_score=1.0)
+    assert res.aggregation is not None and len(res.hits) == 4
+    assert all(h.match is not None for h in res.hits)
+    assert res.match == max(h.match for h in res.hits)
+    assert none.aggregation == res.aggregation  # the count stands; only hits are dropped
+    assert [h.match for h in none.hits] == [m for m in (h.match for h in res.hits) if m >= 1.0]
+    assert none.weak is (not none.hits or res.match < WEAK_BELOW)
