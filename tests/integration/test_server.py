@@ -164,8 +164,11 @@ def test_query_match_weak_and_min_score(client):
     assert [h["match"] for h in cut["hits"]] == [
         h["match"] for h in full["hits"] if h["match"] >= best
     ]
-    none = client.post("/v1/query", json={**q, "min_score": 1}, headers=A).json()
-    assert none["hits"] == [] and none["weak"] is True and none["match"] == full["match"]
+    off = {"text": "What colour is the far side of the moon?", "k": 3}
+    some = client.post("/v1/query", json=off, headers=A).json()
+    assert some["hits"] and some["match"] < 1.0  # an unrelated question: no hit matches fully
+    none = client.post("/v1/query", json={**off, "min_score": 1}, headers=A).json()
+    assert none["hits"] == [] and none["weak"] is True and none["match"] == some["match"]
     for bad in (1.5, -0.1, "0.5", True):  # refused like a bad k: by the body's shape
         _error(
             client.post("/v1/query", json={**q, "min_score": bad}, headers=A),
