@@ -220,7 +220,9 @@ class QueryResult:
         match: How likely the best hit answers the question, in [0, 1]: the highest
             ``Hit.match`` of the answer (before ``min_score`` dropped any), calibrated on
             SciFact with the bundled MiniLM embedder (see :mod:`pensive_core.query.match`);
-            None when not measured (dense retrieval off).
+            None when not measured (dense retrieval off). It tells a question the store has
+            nothing on from one it covers; a question on a covered topic whose own answer is
+            missing still scores high.
         weak: True when no hit is a likely match: ``match`` below
             :data:`~pensive_core.query.match.WEAK_BELOW`, or no hits left. An application
             should then abstain or say the store does not seem to hold the answer.

@@ -9,6 +9,12 @@ chosen, on the other half and on the HotpotQA corpus (see ``benchmarks/results/
 weak_results.md``). With another embedder the same map is applied but is not calibrated: its
 order is still the cosine's, its level may be off.
 
+What it tells: whether the store holds passages close to the question. A question the store
+has nothing on (another domain, another corpus) is flagged weak almost always (AUROC 0.999 on
+the report sets, 1% of answerable questions flagged); a question on a topic the store covers
+whose own answer is missing is not (on SciFact claims whose relevant abstracts were removed,
+AUROC 0.66 and 3% flagged; the old ``confidence`` does no better there).
+
 The top BM25 score per query term, retriever agreement and ``QueryResult.confidence`` were
 candidate signals too: each alone separated worse on the choose half, and a logistic fit of the
 cosine with either changed the choose half's AUROC by at most 0.0001, so the cosine alone is
