@@ -52,14 +52,27 @@ def boilerplate_share(text: str, common: dict[str, int]) -> float:
 def main(argv: list[str] | None = None) -> None:
     ap = base_parser(__doc__ or "")
     ap.add_argument("--min-docs", type=int, default=3)
+    ap.add_argument(
+        "--max-tokens",
+        type=int,
+        default=0,
+        help="passage size ([chunking] max_tokens; 0: the default) - small passages can hold "
+        "a boilerplate line alone; results go to boilerplate_<N>tok.*",
+    )
     args = ap.parse_args(argv)
+    config = dict(CONFIG)
+    name = NAME
+    if args.max_tokens:
+        config["chunking"] = {"max_tokens": args.max_tokens, "min_tokens": args.max_tokens // 4}
+        name = f"{NAME}_{args.max_tokens}tok"
     folder = args.data / "niah_haystack" / "paul_graham_essays"
     docs = [Document(id=f.stem, text=f.read_text()) for f in sorted(folder.glob("*.txt"))]
     common = recurring(docs, args.min_docs)
     questions = json.loads(QUESTIONS.read_text())["questions"]
-    store = (args.store or Path(tempfile.mkdtemp(prefix="pensive-boiler-"))) / "essays"
+    sub = "essays" if not args.max_tokens else f"essays_{args.max_tokens}tok"
+    store = (args.store or Path(tempfile.mkdtemp(prefix="pensive-boiler-"))) / sub
     rows = []
-    with Pensive(store, config=CONFIG) as p:
+    with Pensive(store, config=config) as p:
         report = p.ingest(docs)
         n_passages = p.stats(disk=False)["chunks"]
         for q in questions:
@@ -99,13 +112,13 @@ def main(argv: list[str] | None = None) -> None:
             "min_docs": args.min_docs,
             "questions_file": str(QUESTIONS.relative_to(ROOT)),
         },
-        "config": CONFIG,
+        "config": config,
         "summary": summary,
         "rows": rows,
         "source": source_state(),
         "environment": environment(),
     }
-    write_results(NAME, args.out, payload, render(payload))
+    write_results(name, args.out, payload, render(payload))
 
 
 def render(payload: dict[str, Any]) -> str:
@@ -115,7 +128,8 @@ def render(payload: dict[str, Any]) -> str:
     )
     lines = [
         "# Boilerplate lines and vague questions (Paul Graham essays)\n",
-        f"{d['essays']} essays, default configuration. Sentences recurring verbatim in >= "
+        f"{d['essays']} essays -> {d['passages']} passages, configuration "
+        f"`{payload['config']}` (else the defaults). Sentences recurring verbatim in >= "
         f"{d['min_docs']} essays: {rec or 'none'}. A passage is boilerplate when recurring "
         "sentences are at least half of its characters. Questions: "
         f"`{d['questions_file']}` (written before any result was looked at).\n",
