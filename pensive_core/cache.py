@@ -341,6 +341,7 @@ def hits_from_json(text: str) -> tuple[Hit, ...]:
             from_iso(d.get("valid_from")),
             from_iso(d.get("valid_to")),
             d.get("superseded_by"),
+            d.get("match"),  # None in an entry cached before matches were measured
         )
         for d in json.loads(text)
     )

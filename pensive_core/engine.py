@@ -311,6 +311,7 @@ class Pensive:
         as_of: datetime | None = None,
         filters: Mapping[str, Any] | None = None,
         context: Sequence[str] | None = None,
+        min_score: float | None = None,
     ) -> QueryResult:
         """Answer a question through the tiers: L1 cache, L2 hybrid retrieval, L3 archive.
 
@@ -333,12 +334,16 @@ class Pensive:
                 entity graph on, activation spread from the entities they name multiplies the
                 question's where both reach, so passages tied to the context rise; it never
                 lowers a score. Answers given with a context are not cached.
+            min_score: Drop hits whose ``match`` (how likely each answers, in [0, 1]) is below
+                it; with none left the result is empty and ``weak``. None keeps every hit.
 
         Returns:
-            The hits (best first), the tier that answered, a confidence in [0, 1], and latency.
+            The hits (best first), the tier that answered, a confidence in [0, 1], ``match``
+            and ``weak`` (whether the best hit is a likely answer), and latency.
 
         Raises:
-            InputError: On an empty or over-long query, a bad ``k`` or a malformed filter.
+            InputError: On an empty or over-long query, a bad ``k`` or ``min_score``, or a
+                malformed filter.
         """
         self._check_open()
         comps = self._comps
@@ -346,7 +351,7 @@ class Pensive:
             if comps.backend is not None:
                 comps.embedder.get()  # a one-off model load is not query latency
             t0 = time.perf_counter()
-            req = make_request(text, k, as_of, filters, context)
+            req = make_request(text, k, as_of, filters, context, min_score)
             try:
                 with comps.lock:
                     comps.refresh()

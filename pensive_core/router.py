@@ -24,6 +24,7 @@ from .query.filtering import AllowedPassages
 from .query.graph import GraphStage
 from .query.hits import HitBuilder
 from .query.l1 import CacheStage
+from .query.match import matched, verdict, with_matches
 from .query.request import QueryRequest
 from .query.rerank import RerankStage
 from .query.retrieve import HybridRetrieval
@@ -94,14 +95,17 @@ class Router:
                         cached.source or req.text
                     )  # a variant: its source's
                     scope = self.temporal.scope(intent, req.cutoff, hits)
+                kept, best, weak = verdict(hits, req.min_score)
                 return QueryResult(
-                    hits,
+                    kept,
                     "L1",
                     cached.confidence,
                     elapsed_ms(t0),
                     req.text,
                     cached_from=cached.source,
                     time_scope=scope,
+                    match=best,
+                    weak=weak,
                 )
         state = QueryState(req.text, req.k, req.cutoff, req.where, req.context)
         # (after L1: the check costs more than a cache hit, and counts are never cached)
@@ -109,8 +113,18 @@ class Router:
             counted = self.aggregation.run(state)
             if counted is not None:
                 hits, agg = counted
+                hits = matched(comps, hits, req.text)
+                kept, best, weak = verdict(hits, req.min_score)  # the count is kept whole
                 return QueryResult(
-                    hits, "L2", 1.0, elapsed_ms(t0), req.text, state.timings, aggregation=agg
+                    kept,
+                    "L2",
+                    1.0,
+                    elapsed_ms(t0),
+                    req.text,
+                    state.timings,
+                    aggregation=agg,
+                    match=best,
+                    weak=weak,
                 )
         ans = self.answer(state)
         if comps.learning is not None and not comps.read_only and ans.hits:
@@ -118,14 +132,17 @@ class Router:
             comps.learning.learn_from(ans.hits, state.seeds, comps.graph_views)
         if qk is not None and not ans.relative:
             self.cache.store(qk, ans.hits, ans.confidence, ans.tier, ans.deps)
+        kept, best, weak = verdict(ans.hits, req.min_score)  # after L1 stored every hit
         return QueryResult(
-            ans.hits,
+            kept,
             ans.tier,
             ans.confidence,
             elapsed_ms(t0),
             req.text,
             state.timings,
             time_scope=ans.scope,
+            match=best,
+            weak=weak,
         )
 
     def answer(self, state: QueryState) -> Answer:
@@ -150,6 +167,7 @@ class Router:
         state.confidence = confidence(state.fused, state.lists)
         state.tier = "L2"
         self.escalation.run(state)
+        state.hits = with_matches(comps, state.hits, state.qvec, state.lists.get("dense", []))
         # the fused order that decides the answer: its hits' (or, reranked, its candidates')
         decides = self.rerank.candidates(state.k) if self.rerank.on else len(state.hits)
         deps = self.cache.deps(state.hits, state.fused, state.lists, state.qvec, decides)

@@ -128,6 +128,9 @@ class Hit:
             text, else its document's timestamp, for a passage that states a fact).
         valid_to: When it stopped being true: the time of the statement that superseded it.
         superseded_by: The passage id of that newer statement (or correction), if any.
+        match: How likely this passage answers the question, in [0, 1]: a calibrated map of
+            its dense cosine similarity (see :mod:`pensive_core.query.match`); None where
+            not measured (dense retrieval off, conversation recall).
 
     A hit is immutable, its ``metadata`` and ``sources`` too (read-only dicts).
     """
@@ -142,6 +145,7 @@ class Hit:
     valid_from: datetime | None = None
     valid_to: datetime | None = None
     superseded_by: str | None = None
+    match: float | None = None
 
     def __post_init__(self) -> None:
         if type(self.metadata) is not FrozenDict:
@@ -213,6 +217,15 @@ class QueryResult:
             (the hits are then every counted passage, oldest first); else None.
         time_scope: The time the question asks about, when it asks about one (or ``as_of``
             was given) and temporal resolution is on; else None.
+        match: How likely the best hit answers the question, in [0, 1]: the highest
+            ``Hit.match`` of the answer (before ``min_score`` dropped any), calibrated on
+            SciFact with the bundled MiniLM embedder (see :mod:`pensive_core.query.match`);
+            None when not measured (dense retrieval off). It tells a question the store has
+            nothing on from one it covers; a question on a covered topic whose own answer is
+            missing still scores high.
+        weak: True when no hit is a likely match: ``match`` below
+            :data:`~pensive_core.query.match.WEAK_BELOW`, or no hits left. An application
+            should then abstain or say the store does not seem to hold the answer.
     """
 
     hits: list[Hit]
@@ -224,6 +237,8 @@ class QueryResult:
     cached_from: str | None = None
     aggregation: Aggregation | None = None
     time_scope: TimeScope | None = None
+    match: float | None = None
+    weak: bool = False
 
 
 @dataclass(frozen=True)

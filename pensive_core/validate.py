@@ -40,6 +40,7 @@ __all__ = [
     "check_metadata",
     "check_text",
     "validate_k",
+    "validate_min_score",
     "validate_query",
 ]
 
@@ -199,3 +200,30 @@ def validate_k(k: Any) -> int:
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
         raise InputError(f"k must be an int between 1 and {MAX_K}, got {k!r}")
     return k
+
+
+def validate_min_score(min_score: Any) -> float | None:
+    """A query's ``min_score`` (the lowest ``Hit.match`` kept), checked.
+
+    Args:
+        min_score: None (keep every hit) or a number between 0 and 1.
+
+    Returns:
+        It as a float, or None.
+
+    Raises:
+        InputError: If it is not None or a real number (a bool is not) between 0 and 1.
+    """
+    if min_score is None:
+        return None
+    if (
+        isinstance(min_score, bool)
+        or not isinstance(min_score, (int, float))
+        or not math.isfinite(min_score)
+        or not 0.0 <= min_score <= 1.0
+    ):
+        raise InputError(
+            f"min_score must be None or a number between 0 and 1, got {min_score!r} "
+            "(it is compared with Hit.match)"
+        )
+    return float(min_score)

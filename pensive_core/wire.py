@@ -35,6 +35,7 @@ def hit_json(h: Any) -> dict[str, Any]:
         "valid_from": to_iso(h.valid_from),
         "valid_to": to_iso(h.valid_to),
         "superseded_by": h.superseded_by,
+        "match": None if h.match is None else float(h.match),
     }
 
 
@@ -69,6 +70,8 @@ def result_json(res: Any) -> dict[str, Any]:
         "text": res.query,
         "tier": res.tier,
         "confidence": float(res.confidence),
+        "match": None if res.match is None else float(res.match),
+        "weak": bool(res.weak),
         "latency_ms": float(res.latency_ms),
         "cached_from": res.cached_from,
         "hits": [hit_json(h) for h in res.hits],

@@ -16,7 +16,14 @@ from typing import Any
 from ..errors import InputError
 from ..filters import Filter, parse_filter
 from ..timeutil import ensure_utc
-from ..validate import MAX_K, MAX_QUERY_CHARS, check_text, validate_k, validate_query
+from ..validate import (
+    MAX_K,
+    MAX_QUERY_CHARS,
+    check_text,
+    validate_k,
+    validate_min_score,
+    validate_query,
+)
 
 __all__ = [
     "MAX_K",
@@ -25,6 +32,7 @@ __all__ = [
     "make_request",
     "validate_context",
     "validate_k",
+    "validate_min_score",
     "validate_query",
 ]
 
@@ -39,6 +47,7 @@ class QueryRequest:
         cutoff: ``as_of`` made tz-aware UTC (None: no cutoff).
         where: The parsed metadata filter (None: none).
         context: Non-empty context pieces (recent turns, say).
+        min_score: Hits whose ``match`` is below it are dropped (None: none are).
     """
 
     text: str
@@ -46,6 +55,7 @@ class QueryRequest:
     cutoff: datetime | None = None
     where: Filter | None = None
     context: tuple[str, ...] = ()
+    min_score: float | None = None
 
 
 def validate_context(context: Any) -> tuple[str, ...]:
@@ -75,17 +85,19 @@ def make_request(
     as_of: datetime | None,
     filters: Mapping[str, Any] | None,
     context: Any,
+    min_score: Any = None,
 ) -> QueryRequest:
     """Validate a query's inputs, in the order they are named.
 
     Raises:
         InputError: On an empty, over-long or non-string query, a bad ``k``, an ``as_of``
             that is not a time in the years 1 to 9999 once in UTC, a malformed filter (or one
-            comparing with NaN or an infinity), a bad context, or a string anywhere that does
-            not encode as UTF-8.
+            comparing with NaN or an infinity), a bad context, a ``min_score`` that is not
+            None or a number in [0, 1], or a string anywhere that does not encode as UTF-8.
     """
     text = validate_query(text)
     k = validate_k(k)
     cutoff = ensure_utc(as_of)
     where = parse_filter(filters)
-    return QueryRequest(text, k, cutoff, where, validate_context(context))
+    ctx = validate_context(context)
+    return QueryRequest(text, k, cutoff, where, ctx, validate_min_score(min_score))

@@ -680,7 +680,13 @@ def create_app(
 
         def work() -> Any:
             with svc.reader(ns) as r:
-                res = r.query(body.text, body.k, as_of=body.as_of, filters=body.filters)
+                res = r.query(
+                    body.text,
+                    body.k,
+                    as_of=body.as_of,
+                    filters=body.filters,
+                    min_score=body.min_score,
+                )
             svc.monitor(ns).record_query(body.text, res)
             return res
 

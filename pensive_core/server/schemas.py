@@ -86,6 +86,14 @@ class QueryIn(_In):
     k: StrictInt = Field(5, ge=1, le=1000)
     as_of: IsoTime | None = None
     filters: dict[StrictStr, Any] | None = Field(None, description="Mongo-style metadata filter.")
+    min_score: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        strict=True,
+        allow_inf_nan=False,
+        description="Drop hits whose match is below this (0 to 1); null keeps every hit.",
+    )
 
 
 class HitOut(BaseModel):
@@ -99,12 +107,19 @@ class HitOut(BaseModel):
     valid_from: str | None = None
     valid_to: str | None = None
     superseded_by: str | None = None
+    match: float | None = Field(
+        None, description="How likely this passage answers the question (0 to 1), if measured."
+    )
 
 
 class QueryOut(BaseModel):
     text: str
     tier: Literal["L1", "L2", "L3"]
     confidence: float
+    match: float | None = Field(
+        None, description="How likely the best hit answers the question (0 to 1), if measured."
+    )
+    weak: bool = Field(False, description="No hit is a likely answer: abstain.")
     latency_ms: float
     cached_from: str | None = None
     hits: list[HitOut]

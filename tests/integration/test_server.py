@@ -154,6 +154,29 @@ def test_query_tiers_and_hit_fields(client):
     assert board["recent"][0]["tier"] == "L1"
 
 
+def test_query_match_weak_and_min_score(client):
+    q = {"text": "When does the night ferry to Lisbon leave the harbour?", "k": 3}
+    full = client.post("/v1/query", json=q, headers=A).json()
+    assert isinstance(full["weak"], bool) and 0.0 <= full["match"] <= 1.0
+    assert full["match"] == max(h["match"] for h in full["hits"])
+    best = full["hits"][0]["match"]
+    cut = client.post("/v1/query", json={**q, "min_score": best}, headers=A).json()
+    assert [h["match"] for h in cut["hits"]] == [
+        h["match"] for h in full["hits"] if h["match"] >= best
+    ]
+    off = {"text": "What colour is the far side of the moon?", "k": 3}
+    some = client.post("/v1/query", json=off, headers=A).json()
+    assert some["hits"] and some["match"] < 1.0  # an unrelated question: no hit matches fully
+    none = client.post("/v1/query", json={**off, "min_score": 1}, headers=A).json()
+    assert none["hits"] == [] and none["weak"] is True and none["match"] == some["match"]
+    for bad in (1.5, -0.1, "0.5", True):  # refused like a bad k: by the body's shape
+        _error(
+            client.post("/v1/query", json={**q, "min_score": bad}, headers=A),
+            422,
+            "validation_error",
+        )
+
+
 def test_as_of_and_filters(client):
     docs = [
         {

@@ -178,10 +178,12 @@ def test_backend_defaults_and_signatures_are_pinned():
     assert (b.pinecone.index, b.pinecone.api_key_env) == ("pensive", "PINECONE_API_KEY")
     assert (b.weaviate.url, b.weaviate.collection) == ("http://localhost:8080", "Pensive")
     q = inspect.signature(Pensive.query).parameters
-    assert list(q) == ["self", "text", "k", "as_of", "filters", "context"]
+    assert list(q) == ["self", "text", "k", "as_of", "filters", "context", "min_score"]
     assert q["k"].default == 5 and q["filters"].default is None and q["context"].default is None
+    assert q["min_score"].default is None  # no hit is dropped unless asked
     assert q["filters"].kind is inspect.Parameter.KEYWORD_ONLY
     assert q["context"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert q["min_score"].kind is inspect.Parameter.KEYWORD_ONLY
     r = inspect.signature(Pensive.reindex).parameters
     assert list(r)[:4] == ["self", "to", "options", "namespace"]
     s = inspect.signature(VectorBackend.search).parameters
