@@ -10,9 +10,9 @@ warns; it is removed in the next release).
 from __future__ import annotations
 
 import importlib
-import warnings
 from typing import Any
 
+from pensive_core.deprecation import renamed
 from pensive_core.errors import MissingDependencyError
 
 try:
@@ -40,16 +40,9 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    if name == "PensiveRetriever":
-        # the old name, kept one release: both adapter packages had a PensiveRetriever, so
-        # importing both in one module silently shadowed one
-        warnings.warn(
-            "pensive_langchain.PensiveRetriever is deprecated: use PensiveLangChainRetriever "
-            "(the old name is removed in the next release)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return PensiveLangChainRetriever
+    if name == "PensiveRetriever":  # renamed: both adapters had the name, so importing
+        # both in one module silently shadowed one
+        return renamed(__name__, name, "PensiveLangChainRetriever", PensiveLangChainRetriever)
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

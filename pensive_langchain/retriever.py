@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import warnings
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -17,6 +16,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, field_validator
 
+from pensive_core.deprecation import renamed
 from pensive_core.errors import InputError
 from pensive_core.filters import parse_filter
 from pensive_core.timeutil import to_iso
@@ -179,12 +179,7 @@ def _check_pensive(value: Any) -> None:
 
 
 def __getattr__(name: str) -> Any:
-    if name == "PensiveRetriever":
-        warnings.warn(
-            "pensive_langchain.PensiveRetriever is deprecated: use PensiveLangChainRetriever "
-            "(the old name is removed in the next release)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return PensiveLangChainRetriever
+    if name == "PensiveRetriever":  # renamed: both adapters had the name, so importing
+        # both in one module silently shadowed one
+        return renamed(__name__, name, "PensiveLangChainRetriever", PensiveLangChainRetriever)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,8 +8,9 @@ without it raises :class:`~pensive_core.errors.MissingDependencyError`.
 it warns; it is removed in the next release).
 """
 
-import warnings
 from typing import Any
+
+from pensive_core.deprecation import renamed
 
 from .memory import PensiveMemoryBlock, render_turn
 from .postprocessors import (
@@ -35,12 +36,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # the old name, kept one release: both adapter packages had a PensiveRetriever, so
     # importing both in one module silently shadowed one
-    if name == "PensiveRetriever":
-        warnings.warn(
-            "pensive_llamaindex.PensiveRetriever is deprecated: use PensiveLlamaIndexRetriever "
-            "(the old name is removed in the next release)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return PensiveLlamaIndexRetriever
+    if name == "PensiveRetriever":  # renamed: both adapters had the name, so importing
+        # both in one module silently shadowed one
+        return renamed(__name__, name, "PensiveLlamaIndexRetriever", PensiveLlamaIndexRetriever)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pensive_core import Pensive, PensiveConfig
+from pensive_core.deprecation import renamed
 from pensive_core.errors import InputError, MissingDependencyError
 from pensive_core.filters import parse_filter
 from pensive_core.timeutil import to_iso
@@ -280,12 +281,7 @@ def _check_top_k(value: Any) -> None:
 
 
 def __getattr__(name: str) -> Any:
-    if name == "PensiveRetriever":
-        warnings.warn(
-            "pensive_llamaindex.PensiveRetriever is deprecated: use PensiveLlamaIndexRetriever "
-            "(the old name is removed in the next release)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return PensiveLlamaIndexRetriever
+    if name == "PensiveRetriever":  # renamed: both adapters had the name, so importing
+        # both in one module silently shadowed one
+        return renamed(__name__, name, "PensiveLlamaIndexRetriever", PensiveLlamaIndexRetriever)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
