@@ -67,6 +67,9 @@ bench: bench-setup
 	$(BIN)/python -m benchmarks.reliability --store $(BENCH)/reliability
 	$(BIN)/python -m benchmarks.postgres_engine --store $(BENCH)/postgres_engine --base-store $(BENCH)/scifact
 	$(BIN)/python -m benchmarks.replicas --store $(BENCH)/replicas
+	$(BIN)/python -m benchmarks.postgres_parity --store $(BENCH)/parity
+	$(BIN)/python -m benchmarks.weak_results --store $(BENCH)/weak
+	$(BIN)/python -m benchmarks.boilerplate --store $(BENCH)/weak
 	$(BIN)/python -m benchmarks.crash --kills 200
 	$(BIN)/python -m benchmarks.embed_speed
 	$(BIN)/python -m benchmarks.growth
