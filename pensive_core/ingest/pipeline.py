@@ -57,10 +57,12 @@ class Ahead:
         contexts: Fitted contexts by passage id, per ``(document id, content hash,
             generator name)``.
         vectors: Vectors by the exact text embedded (context and passage).
+        chunks: Passages cut, by ``(document id, content hash)``.
     """
 
     contexts: dict[tuple[str, str, str], dict[str, str]] = field(default_factory=dict)
     vectors: dict[str, np.ndarray] = field(default_factory=dict)
+    chunks: dict[tuple[str, str], list[Chunk]] = field(default_factory=dict)
 
 
 class IngestPipeline:
@@ -217,6 +219,7 @@ class IngestPipeline:
             stages["contexts"] += clock() - t
             texts: list[str] = []
             for p in todo:
+                ahead.chunks[(p.doc.id, p.doc_hash)] = p.chunks
                 if p.generator is not None and p.chunks:
                     ahead.contexts[(p.doc.id, p.doc_hash, p.generator.name)] = {
                         c.id: contexts[c.id] for c in p.chunks if c.id in contexts
@@ -295,7 +298,10 @@ class IngestPipeline:
         restamp: list[str] = []  # kept passages whose document's metadata changed
         written: list[tuple[Document, str, list[Chunk]]] = []
         t = clock()
-        todo = plan_batch(comps, docs, embedder, self.situate.generator_for, archive_only, counts)
+        todo = plan_batch(
+            comps, docs, embedder, self.situate.generator_for, archive_only, counts,
+            ahead.chunks if ahead is not None else None,
+        )  # fmt: skip
         t, stages["chunking"] = clock(), stages["chunking"] + clock() - t
         contexts, gen_of = self.situate.run(
             [(p.doc, p.doc_hash, p.chunks, p.generator) for p in todo],

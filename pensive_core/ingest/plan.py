@@ -8,7 +8,7 @@ stored vectors is decided once their contexts are known (:func:`reuse`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -80,9 +80,11 @@ def plan_batch(
     generator_for: Any,
     archive_only: bool,
     counts: IngestCounts,
+    chunked: Mapping[tuple[str, str], list[Chunk]] | None = None,
 ) -> list[DocPlan]:
     """The documents of a batch that need indexing, chunked (identical ones are counted as
-    unchanged and left out)."""
+    unchanged and left out); ``chunked``: passages already cut, by ``(document id, content
+    hash)`` (the same text cut for the same embedder is cut the same way)."""
     ccfg = comps.config.chunking
     window = max(1, embedder.max_tokens - ccfg.reserve_tokens)
     window = min(ccfg.max_tokens or window, window)
@@ -99,15 +101,20 @@ def plan_batch(
         if old == (doc_hash, meta, to_iso(doc.timestamp), want, gen_name):
             counts.unchanged += 1
             continue
-        chunks = chunk_text(
-            doc.id,
-            doc.text,
-            max_tokens=window,
-            count_tokens=embedder.count_tokens,
-            min_tokens=ccfg.min_tokens,
-            target_tokens=ccfg.target_tokens,
-            method=ccfg.method,
-            overlap=ccfg.overlap_sentences,
+        known = chunked.get((doc.id, doc_hash)) if chunked else None
+        chunks = (
+            known
+            if known is not None
+            else chunk_text(
+                doc.id,
+                doc.text,
+                max_tokens=window,
+                count_tokens=embedder.count_tokens,
+                min_tokens=ccfg.min_tokens,
+                target_tokens=ccfg.target_tokens,
+                method=ccfg.method,
+                overlap=ccfg.overlap_sentences,
+            )
         )
         out.append(DocPlan(doc, doc_hash, chunks, gen, old))
     return out

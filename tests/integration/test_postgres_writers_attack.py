@@ -19,6 +19,7 @@ import psycopg
 import pytest
 
 from pensive_core import Document, Pensive, PensiveError
+from tests.integration.test_postgres_writers import in_thread
 
 pytestmark = pytest.mark.integration
 
@@ -76,20 +77,6 @@ def held_ahead(p: Pensive, nth: int) -> tuple[threading.Event, threading.Event]:
 
     embedder.embed = embed
     return entered, release
-
-
-def in_thread(fn: Any) -> tuple[threading.Thread, list[Any]]:
-    out: list[Any] = []
-
-    def run() -> None:
-        try:
-            out.append(fn())
-        except BaseException as exc:  # noqa: BLE001 - handed to the test
-            out.append(exc)
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    return t, out
 
 
 def test_a_handle_closed_while_it_ingests_writes_nothing_more(cfg, tmp_path):
