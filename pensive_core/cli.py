@@ -284,6 +284,7 @@ def query(
         "--filter",
         help='Metadata filter as a JSON object, e.g. \'{"year": {"$gte": 2020}}\'.',
     ),
+    pins: list[str] = typer.Option([], "--pin", help="A document id to include (repeatable)."),
     as_json: bool = JsonOpt,
     width: int | None = WidthOpt,
     chars: int | None = typer.Option(
@@ -303,7 +304,7 @@ def query(
     cutoff = _time(as_of, "--as-of")
     where = _json_object(filters, "--filter")
     with _open(store, config, namespace=namespace, read_only=True) as p:
-        res = p.query(text, k=k, as_of=cutoff, filters=where)
+        res = p.query(text, k=k, as_of=cutoff, filters=where, pins=pins or None)
     if as_json:
         print_json(result_json(res))
         return

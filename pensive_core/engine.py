@@ -32,6 +32,7 @@ from .query.escalate import window_text
 from .query.request import make_request
 from .rerank import Reranker
 from .router import Router
+from .stats import store_stats
 from .temporal.statements import StatementExtractor
 from .types import Document, Hit, IngestReport, QueryResult
 
@@ -312,6 +313,7 @@ class Pensive:
         filters: Mapping[str, Any] | None = None,
         context: Sequence[str] | None = None,
         min_score: float | None = None,
+        pins: Sequence[str] | None = None,
     ) -> QueryResult:
         """Answer a question through the tiers: L1 cache, L2 hybrid retrieval, L3 archive.
 
@@ -336,14 +338,18 @@ class Pensive:
                 lowers a score. Answers given with a context are not cached.
             min_score: Drop hits whose ``match`` (how likely each answers, in [0, 1]) is below
                 it; with none left the result is empty and ``weak``. None keeps every hit.
+            pins: Document ids forced into the result, as are documents mentioned in the
+                question (``@doc-id``, ``@"Title"``): each its best passage, marked
+                ``pinned``, ahead of the ``k`` retrieved hits (see :mod:`.query.pins`).
 
         Returns:
             The hits (best first), the tier that answered, a confidence in [0, 1], ``match``
             and ``weak`` (whether the best hit is a likely answer), and latency.
 
         Raises:
-            InputError: On an empty or over-long query, a bad ``k`` or ``min_score``, or a
-                malformed filter.
+            InputError: On an empty or over-long query, a bad ``k``, ``min_score`` or
+                ``pins``, or a malformed filter.
+            NotFoundError: If a pin or a quoted ``@"..."`` mention names no document.
         """
         self._check_open()
         comps = self._comps
@@ -351,7 +357,7 @@ class Pensive:
             if comps.backend is not None:
                 comps.embedder.get()  # a one-off model load is not query latency
             t0 = time.perf_counter()
-            req = make_request(text, k, as_of, filters, context, min_score)
+            req = make_request(text, k, as_of, filters, context, min_score, pins)
             try:
                 with comps.lock:
                     comps.refresh()
@@ -487,40 +493,7 @@ class Pensive:
             ``rerank``: reranker runs and failures (None when off).
         """
         self._check_open()
-        comps = self._comps
-        with comps.lock:
-            # a reader reloads what the writer committed since its last look, as a query
-            # does: the vector and BM25 counts are then as current as the archive's
-            comps.refresh()
-            docs, chunks = comps.archive.counts()
-        backend = comps.backend
-        return {
-            "path": str(self.path),
-            "read_only": self.read_only,
-            "commit": comps.commit_no,
-            "documents": docs,
-            "chunks": chunks,
-            "vectors": backend.count(namespace=comps.config.backend.namespace) if backend else 0,
-            "namespace": comps.config.backend.namespace,
-            "backend": comps.config.backend.name,
-            "index": None if backend is None else backend.kind,
-            "embedder": comps.config.embedder.name,
-            "bm25_terms": comps.sparse.n_terms,
-            "bm25_segments": comps.sparse.n_segments,
-            "fusion": comps.config.fusion.method,
-            "disk_bytes": comps.storage.disk_bytes() if disk else None,
-            "queries": comps.stats.summary(),
-            "l1": None
-            if comps.l1 is None
-            else {**comps.l1.stats(), "refreshed": self.l1_refreshed},
-            "l3": dict(self.l3_counts),
-            "graph": None if comps.graph is None else comps.graph.counts(),
-            "temporal": None if comps.temporal is None else comps.temporal.counts(),
-            "context": {
-                kind: None if gen is None else gen.name for kind, gen in comps.contexts.items()
-            },
-            "rerank": None if comps.reranker is None else dict(comps.counters["rerank"]),
-        }
+        return store_stats(self, disk=disk)
 
     # -- integrity ------------------------------------------------------------------------------
     def verify(self) -> dict[str, Any]:

@@ -52,7 +52,7 @@ from .errors import (
 )
 from .namespaces import DEFAULT_NAMESPACE, hide_root, namespace_path
 from .server.keys import KeyRing, load_keys, presented_key
-from .server.schemas import ContextIn, DocumentIn, IsoTime, RecallIn, TurnIn
+from .server.schemas import ContextIn, DocumentIn, IsoTime, PinIds, RecallIn, TurnIn
 from .types import Document
 from .wire import document_json, hit_json, result_json, turn_json
 
@@ -92,6 +92,19 @@ class SearchArgs(_Args):
         None,
         description='Mongo-style metadata filter, e.g. {"source": "q3.pdf"} or '
         '{"year": {"$gte": 2020}}; "doc_id" is a field too.',
+    )
+    min_score: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        strict=True,
+        allow_inf_nan=False,
+        description="Drop hits whose match (how likely each answers, 0 to 1) is below this.",
+    )
+    pins: PinIds | None = Field(
+        None,
+        description="Document ids to include whatever the search finds (marked pinned, "
+        "ahead of the k hits).",
     )
 
 
@@ -239,7 +252,10 @@ def _limit(stores: Stores, query: str, k: int = 1) -> None:
 
 def _search(stores: Stores, p: Pensive, a: SearchArgs) -> dict[str, Any]:
     _limit(stores, a.query, a.k)
-    return result_json(p.query(a.query, a.k, as_of=a.as_of, filters=a.filters))
+    res = p.query(
+        a.query, a.k, as_of=a.as_of, filters=a.filters, min_score=a.min_score, pins=a.pins
+    )
+    return result_json(res)
 
 
 def _get(stores: Stores, p: Pensive, a: DocumentArgs) -> dict[str, Any]:
@@ -327,9 +343,10 @@ TOOLS: dict[str, _Tool] = {
             "search",
             SearchArgs,
             "Search the store's documents for passages relevant to a question. Returns "
-            "{tier, confidence, hits: [{doc_id, chunk_id (the passage id), text, score, "
-            "metadata, timestamp, sources}]}, best first. Use get_document with a hit's "
-            "doc_id to read the whole document.",
+            "{tier, confidence, match, weak, hits: [{doc_id, chunk_id (the passage id), text, "
+            "score, match, pinned, metadata, timestamp, sources}]}, best first. weak=true "
+            "means no hit is a likely answer: say you do not know rather than use them. Use "
+            "get_document with a hit's doc_id to read the whole document.",
             _search,
             read_only=True,
         ),

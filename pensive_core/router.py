@@ -14,6 +14,7 @@ here): :func:`confidence`, :func:`exact_needles`, :func:`missing_needles`, :func
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from .query.aggregate import AggregationStage
@@ -25,6 +26,7 @@ from .query.graph import GraphStage
 from .query.hits import HitBuilder
 from .query.l1 import CacheStage
 from .query.match import matched, verdict, with_matches
+from .query.pins import Pins
 from .query.request import QueryRequest
 from .query.rerank import RerankStage
 from .query.retrieve import HybridRetrieval
@@ -63,6 +65,7 @@ class Router:
         rerank: The rerank stage.
         escalation: L3.
         allowed: Which passages a metadata filter lets through (cached per commit).
+        pins: Pinned documents and ``@`` mentions.
     """
 
     def __init__(self, comps: Components) -> None:
@@ -77,12 +80,31 @@ class Router:
         self.hits = HitBuilder(comps)
         self.rerank = RerankStage(comps)
         self.escalation = Escalation(comps)
+        self.pins = Pins(comps)
 
     def route(self, req: QueryRequest, t0: float) -> QueryResult:
         """The answer to a validated request (``t0``: when the call began, for latency).
 
-        The caller holds the store's lock and has refreshed a reader's indexes.
+        The caller holds the store's lock and has refreshed a reader's indexes. Pinned
+        documents (by id or ``@`` mention) go ahead of what the tiers found, on top of ``k``
+        and outside L1 (see :mod:`.query.pins`).
         """
+        if not req.pins and "@" not in req.text:
+            return self.tiers(req, t0)
+        pinset = self.pins.resolve(req.text, req.pins)
+        if not pinset.ids:
+            return self.tiers(req, t0)
+        if pinset.text.strip():
+            res = self.tiers(dataclasses.replace(req, text=pinset.text), t0)
+        else:  # nothing asked but the pins: the archive serves them
+            res = QueryResult([], "L3", 1.0, 0.0, pinset.text, weak=True)
+        pinned = self.pins.hits(pinset.ids, pinset.text, self.answer)
+        taken = {h.chunk_id for h in pinned}
+        hits = pinned + [h for h in res.hits if h.chunk_id not in taken]
+        return dataclasses.replace(res, hits=hits, query=req.text, latency_ms=elapsed_ms(t0))
+
+    def tiers(self, req: QueryRequest, t0: float) -> QueryResult:
+        """L1, aggregation, then :meth:`answer`: the answer to a request without pins."""
         comps = self.comps
         qk = self.cache.key(req)
         if qk is not None:

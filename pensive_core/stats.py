@@ -7,13 +7,23 @@ import bisect
 import sqlite3
 from collections import deque
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from .archive import write_transaction
 
-__all__ = ["CountRows", "QueryStats", "RouterStats", "SQLiteCountRows", "TierStats"]
+if TYPE_CHECKING:
+    from .engine import Pensive
+
+__all__ = [
+    "CountRows",
+    "QueryStats",
+    "RouterStats",
+    "SQLiteCountRows",
+    "TierStats",
+    "store_stats",
+]
 
 
 class QueryStats(Protocol):
@@ -215,4 +225,40 @@ def _exact(values: Iterable[float]) -> dict[str, float]:
         "p50_ms": round(float(np.percentile(arr, 50)), 4),
         "p95_ms": round(float(np.percentile(arr, 95)), 4),
         "p99_ms": round(float(np.percentile(arr, 99)), 4),
+    }
+
+
+def store_stats(store: Pensive, *, disk: bool = True) -> dict[str, Any]:
+    """What :meth:`Pensive.stats <pensive_core.Pensive.stats>` returns, for an open store."""
+    comps = store.components
+    with comps.lock:
+        # a reader reloads what the writer committed since its last look, as a query
+        # does: the vector and BM25 counts are then as current as the archive's
+        comps.refresh()
+        docs, chunks = comps.archive.counts()
+    backend = comps.backend
+    return {
+        "path": str(store.path),
+        "read_only": store.read_only,
+        "commit": comps.commit_no,
+        "documents": docs,
+        "chunks": chunks,
+        "vectors": backend.count(namespace=comps.config.backend.namespace) if backend else 0,
+        "namespace": comps.config.backend.namespace,
+        "backend": comps.config.backend.name,
+        "index": None if backend is None else backend.kind,
+        "embedder": comps.config.embedder.name,
+        "bm25_terms": comps.sparse.n_terms,
+        "bm25_segments": comps.sparse.n_segments,
+        "fusion": comps.config.fusion.method,
+        "disk_bytes": comps.storage.disk_bytes() if disk else None,
+        "queries": comps.stats.summary(),
+        "l1": None if comps.l1 is None else {**comps.l1.stats(), "refreshed": store.l1_refreshed},
+        "l3": dict(store.l3_counts),
+        "graph": None if comps.graph is None else comps.graph.counts(),
+        "temporal": None if comps.temporal is None else comps.temporal.counts(),
+        "context": {
+            kind: None if gen is None else gen.name for kind, gen in comps.contexts.items()
+        },
+        "rerank": None if comps.reranker is None else dict(comps.counters["rerank"]),
     }

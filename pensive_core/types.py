@@ -131,6 +131,9 @@ class Hit:
         match: How likely this passage answers the question, in [0, 1]: a calibrated map of
             its dense cosine similarity (see :mod:`pensive_core.query.match`); None where
             not measured (dense retrieval off, conversation recall).
+        pinned: True for a document the caller pinned (``query(..., pins=...)`` or an
+            ``@`` mention): forced into the result, not retrieved (see
+            :mod:`pensive_core.query.pins`).
 
     A hit is immutable, its ``metadata`` and ``sources`` too (read-only dicts).
     """
@@ -146,6 +149,7 @@ class Hit:
     valid_to: datetime | None = None
     superseded_by: str | None = None
     match: float | None = None
+    pinned: bool = False
 
     def __post_init__(self) -> None:
         if type(self.metadata) is not FrozenDict:

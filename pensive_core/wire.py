@@ -36,6 +36,7 @@ def hit_json(h: Any) -> dict[str, Any]:
         "valid_to": to_iso(h.valid_to),
         "superseded_by": h.superseded_by,
         "match": None if h.match is None else float(h.match),
+        "pinned": bool(h.pinned),
     }
 
 

@@ -40,7 +40,8 @@ def hit_to_document(hit: Hit, tier: str | None = None) -> Document:
         A document whose text is the hit's text, whose id is the passage id, and whose metadata
         is the hit's metadata plus ``doc_id``, ``chunk_id``, ``score``, ``tier``, ``sources``,
         ``timestamp`` (ISO 8601 or None) and, when the store knows them, ``valid_from``,
-        ``valid_to`` and ``superseded_by``.
+        ``valid_to`` and ``superseded_by``; ``pinned`` (True) for a document an ``@`` mention
+        pinned.
     """
     meta: dict[str, Any] = {
         **hit.metadata,
@@ -57,6 +58,8 @@ def hit_to_document(hit: Hit, tier: str | None = None) -> Document:
         meta["valid_to"] = to_iso(hit.valid_to)
     if hit.superseded_by is not None:
         meta["superseded_by"] = hit.superseded_by
+    if hit.pinned:  # forced in by an @-mention, not retrieved
+        meta["pinned"] = True
     return Document(page_content=hit.text, metadata=meta, id=hit.chunk_id)
 
 

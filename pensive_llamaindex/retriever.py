@@ -40,9 +40,17 @@ __all__ = ["PensiveLlamaIndexRetriever", "hit_to_node"]
 
 #: Metadata keys the adapter adds that an LLM does not need to read (``valid_from`` and
 #: ``valid_to`` stay: when a statement held is what lets it answer "now" or "as of").
-_NOT_FOR_LLM = ("tier", "sources", "superseded_by")
+_NOT_FOR_LLM = ("tier", "sources", "superseded_by", "pinned")
 #: ... nor an embedding model to embed.
-_NOT_FOR_EMBEDDING = ("doc_id", "tier", "sources", "superseded_by", "valid_from", "valid_to")
+_NOT_FOR_EMBEDDING = (
+    "doc_id",
+    "tier",
+    "sources",
+    "superseded_by",
+    "valid_from",
+    "valid_to",
+    "pinned",
+)
 
 
 def hit_to_node(hit: Hit, tier: str | None = None) -> NodeWithScore:
@@ -55,8 +63,8 @@ def hit_to_node(hit: Hit, tier: str | None = None) -> NodeWithScore:
     Returns:
         A ``NodeWithScore`` whose ``TextNode`` has ``id_`` = the chunk id, the hit's text, and
         metadata = the hit's metadata plus ``doc_id``, ``tier``, ``sources``, ``timestamp``,
-        ``valid_from``, ``valid_to`` (ISO strings, absent when unknown) and ``superseded_by``;
-        its SOURCE relationship names the document.
+        ``valid_from``, ``valid_to`` (ISO strings, absent when unknown) and ``superseded_by``
+        (and ``pinned``: True for a document an ``@`` mention pinned); its SOURCE relationship names the document.
     """
     meta: dict[str, Any] = dict(hit.metadata)
     meta["doc_id"] = hit.doc_id
@@ -74,6 +82,8 @@ def hit_to_node(hit: Hit, tier: str | None = None) -> NodeWithScore:
         else:
             meta.pop(key, None)
     meta["superseded_by"] = hit.superseded_by
+    if hit.pinned:  # forced in by an @-mention or pins, not retrieved
+        meta["pinned"] = True
     node = TextNode(
         id_=hit.chunk_id,
         text=hit.text,

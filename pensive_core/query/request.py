@@ -24,6 +24,7 @@ from ..validate import (
     validate_min_score,
     validate_query,
 )
+from .pins import validate_pins
 
 __all__ = [
     "MAX_K",
@@ -48,6 +49,7 @@ class QueryRequest:
         where: The parsed metadata filter (None: none).
         context: Non-empty context pieces (recent turns, say).
         min_score: Hits whose ``match`` is below it are dropped (None: none are).
+        pins: Document ids forced into the result (see :mod:`.pins`).
     """
 
     text: str
@@ -56,6 +58,7 @@ class QueryRequest:
     where: Filter | None = None
     context: tuple[str, ...] = ()
     min_score: float | None = None
+    pins: tuple[str, ...] = ()
 
 
 def validate_context(context: Any) -> tuple[str, ...]:
@@ -86,6 +89,7 @@ def make_request(
     filters: Mapping[str, Any] | None,
     context: Any,
     min_score: Any = None,
+    pins: Any = None,
 ) -> QueryRequest:
     """Validate a query's inputs, in the order they are named.
 
@@ -93,11 +97,13 @@ def make_request(
         InputError: On an empty, over-long or non-string query, a bad ``k``, an ``as_of``
             that is not a time in the years 1 to 9999 once in UTC, a malformed filter (or one
             comparing with NaN or an infinity), a bad context, a ``min_score`` that is not
-            None or a number in [0, 1], or a string anywhere that does not encode as UTF-8.
+            None or a number in [0, 1], bad ``pins``, or a string anywhere that does not encode
+            as UTF-8.
     """
     text = validate_query(text)
     k = validate_k(k)
     cutoff = ensure_utc(as_of)
     where = parse_filter(filters)
     ctx = validate_context(context)
-    return QueryRequest(text, k, cutoff, where, ctx, validate_min_score(min_score))
+    score = validate_min_score(min_score)
+    return QueryRequest(text, k, cutoff, where, ctx, score, validate_pins(pins))

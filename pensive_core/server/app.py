@@ -686,6 +686,7 @@ def create_app(
                     as_of=body.as_of,
                     filters=body.filters,
                     min_score=body.min_score,
+                    pins=body.pins,
                 )
             svc.monitor(ns).record_query(body.text, res)
             return res

@@ -81,6 +81,12 @@ class IngestIn(_In):
     wait: StrictBool = Field(True, description="Answer when committed (202 with a job if slower).")
 
 
+# pinned document ids (``query(..., pins=...)``): at most 20, each as long as a document id
+PinIds = Annotated[
+    list[Annotated[StrictStr, Field(min_length=1, max_length=1024)]], Field(max_length=20)
+]
+
+
 class QueryIn(_In):
     text: StrictStr = Field(min_length=1)
     k: StrictInt = Field(5, ge=1, le=1000)
@@ -93,6 +99,11 @@ class QueryIn(_In):
         strict=True,
         allow_inf_nan=False,
         description="Drop hits whose match is below this (0 to 1); null keeps every hit.",
+    )
+    pins: PinIds | None = Field(
+        None,
+        description="Document ids forced into the result (each its best passage, marked "
+        'pinned, ahead of the k retrieved hits); @id and @"Title" in text pin too.',
     )
 
 
@@ -110,6 +121,7 @@ class HitOut(BaseModel):
     match: float | None = Field(
         None, description="How likely this passage answers the question (0 to 1), if measured."
     )
+    pinned: bool = Field(False, description="Pinned by the caller, not retrieved.")
 
 
 class QueryOut(BaseModel):

@@ -579,7 +579,9 @@ def test_every_code_the_server_gives_is_in_the_readme_table_with_its_status():
         table |= {(status, c) for c in re.findall(r"`([a-z_]+)`", codes)}
     assert len(given) > 15
     for status, code in given:
-        assert (str(status), code) in table, f"{status} {code} is not in the docs' table (docs/service.md)"
+        assert (str(status), code) in table, (
+            f"{status} {code} is not in the docs' table (docs/service.md)"
+        )
     assert ("4xx", "http_error") in table
     for status, code in table:  # and nothing listed that the server never gives
         assert code == "http_error" or (int(status), code) in given, code

@@ -177,6 +177,28 @@ def test_query_match_weak_and_min_score(client):
         )
 
 
+def test_query_pins_and_mentions(client):
+    q = {"text": "When does the night ferry to Lisbon leave?", "k": 2}
+    res = client.post("/v1/query", json={**q, "pins": ["tea"]}, headers=A).json()
+    assert res["hits"][0]["doc_id"] == "tea" and res["hits"][0]["pinned"] is True
+    assert [h["pinned"] for h in res["hits"][1:]] == [False] * (len(res["hits"]) - 1)
+    said = client.post("/v1/query", json={"text": "what is in @inv?", "k": 1}, headers=A).json()
+    assert said["hits"][0]["doc_id"] == "inv" and said["hits"][0]["pinned"] is True
+    entries = client.get("/v1/stats", headers=A).json()["l1"]["entries"]
+    body = _error(
+        client.post("/v1/query", json={**q, "pins": ["tea", "no-such"]}, headers=A),
+        404,
+        "not_found",
+    )
+    assert "no-such" in body["message"]
+    # another namespace's document is not there to pin
+    _error(client.post("/v1/query", json={**q, "pins": ["tea"]}, headers=B), 404, "not_found")
+    for bad in ("tea", [1], [""], ["x"] * 21):
+        r = client.post("/v1/query", json={**q, "pins": bad}, headers=A)
+        assert r.status_code == 422, (bad, r.text)
+    assert client.get("/v1/stats", headers=A).json()["l1"]["entries"] == entries
+
+
 def test_as_of_and_filters(client):
     docs = [
         {

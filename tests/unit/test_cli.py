@@ -283,6 +283,17 @@ def test_query_as_of_filter_and_json(tmp_path, monkeypatch):
     fails(InputError, "--filter must be a JSON object", "query", "x", "-s", "st", "--filter", "[1]")
     fails(InputError, "--filter is not valid JSON", "query", "x", "-s", "st", "--filter", "{")
     fails(InputError, "--as-of: timestamp 'soon'", "query", "x", "-s", "st", "--as-of", "soon")
+    pinned = as_json(
+        "query", "Acme revenue", "-s", "st", "-k", "1", "--pin", "tea", "--pin", "bird"
+    )
+    assert [(h["doc_id"], h["pinned"]) for h in pinned["hits"][:2]] == [
+        ("tea", True),
+        ("bird", True),
+    ]
+    assert len(pinned["hits"]) == 3 and not pinned["hits"][2]["pinned"]
+    table = pensive("query", "Acme revenue", "-s", "st", "-k", "1", "--pin", "tea").stdout
+    assert "pin" in table and "tea" in table
+    fails(NotFoundError, "'nope'", "query", "x", "-s", "st", "--pin", "nope")
 
 
 def test_ingest_archive_only(home):

@@ -123,6 +123,12 @@ def test_documents_carry_the_hit(store):
     json.dumps([d.metadata for d in docs])  # plain JSON: safe for any LangChain vector store
 
 
+def test_an_at_mention_in_the_question_pins_its_document(store):
+    docs = PensiveLangChainRetriever(pensive=store, k=2).invoke("Acme revenue, and @tea?")
+    assert docs[0].metadata["doc_id"] == "tea" and docs[0].metadata["pinned"] is True
+    assert len(docs) == 3 and not any("pinned" in d.metadata for d in docs[1:])
+
+
 def test_k_from_constructor_and_per_call(store):
     r = PensiveLangChainRetriever(pensive=store, k=3)
     assert len(r.invoke("Acme revenue")) == 3

@@ -118,6 +118,15 @@ def test_retriever_converts_hits_to_nodes(store):
     assert nodes[0].node.metadata["doc_id"] == "q3"
 
 
+def test_an_at_mention_in_the_question_pins_its_document(store):
+    nodes = PensiveLlamaIndexRetriever(store, similarity_top_k=2).retrieve(
+        "Acme revenue in Q3 2024, compare @tea"
+    )
+    assert nodes[0].node.metadata["doc_id"] == "tea" and nodes[0].node.metadata["pinned"]
+    assert "pinned" in nodes[0].node.excluded_llm_metadata_keys
+    assert len(nodes) == 3 and not any("pinned" in n.node.metadata for n in nodes[1:])
+
+
 def test_retriever_carries_supersession(hash_store):
     hash_store.ingest(
         [

@@ -153,3 +153,22 @@ def test_hide_root(tmp_path):
         "cannot write <store> (disk full)"
     )
     assert hide_root("nothing to hide", root) == "nothing to hide"
+
+
+def test_search_takes_min_score_and_pins(stores):
+    docs = [
+        {"id": "tea", "text": "Green tea is steeped at eighty degrees."},
+        {"id": "ferry", "text": "The night ferry to Lisbon leaves at eleven."},
+    ]
+    assert not call_tool(stores, "default", "ingest", {"documents": docs})[1]
+    args = {"query": "night ferry to Lisbon", "k": 1, "pins": ["tea"]}
+    out, failed = call_tool(stores, "default", "search", args)
+    assert not failed and out["hits"][0]["doc_id"] == "tea" and out["hits"][0]["pinned"]
+    off = {**args, "query": "What colour is the far side of the moon?", "min_score": 1.0}
+    out, failed = call_tool(stores, "default", "search", off)
+    assert not failed and [h["doc_id"] for h in out["hits"]] == ["tea"]
+    out, failed = call_tool(stores, "default", "search", {**args, "pins": ["nope"]})
+    assert failed and out["error"]["code"] == "not_found"
+    for bad in ({"min_score": 2}, {"min_score": "0.5"}, {"pins": "tea"}, {"pins": [""]}):
+        out, failed = call_tool(stores, "default", "search", {**args, **bad})
+        assert failed and out["error"]["code"] == "validation_error", bad

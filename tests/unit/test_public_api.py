@@ -178,7 +178,7 @@ def test_backend_defaults_and_signatures_are_pinned():
     assert (b.pinecone.index, b.pinecone.api_key_env) == ("pensive", "PINECONE_API_KEY")
     assert (b.weaviate.url, b.weaviate.collection) == ("http://localhost:8080", "Pensive")
     q = inspect.signature(Pensive.query).parameters
-    assert list(q) == ["self", "text", "k", "as_of", "filters", "context", "min_score"]
+    assert list(q) == ["self", "text", "k", "as_of", "filters", "context", "min_score", "pins"]
     assert q["k"].default == 5 and q["filters"].default is None and q["context"].default is None
     assert q["min_score"].default is None  # no hit is dropped unless asked
     assert q["filters"].kind is inspect.Parameter.KEYWORD_ONLY
