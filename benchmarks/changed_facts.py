@@ -34,7 +34,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import base_parser, environment, source_state, write_results
+from benchmarks.common import base_parser, environment, retrieved, source_state, write_results
 from benchmarks.temporal import load_haystack
 from pensive_core import Document, Pensive, PensiveConfig
 
@@ -243,7 +243,7 @@ def scifact_dated(data: Path, store: Path, source: Path, seed: int) -> dict[str,
                 ranks = {}
                 for qid in qrels:
                     res = p.query(ask(queries[qid]), k=100)
-                    ranks[qid] = list(dict.fromkeys(h.doc_id for h in res.hits))
+                    ranks[qid] = list(dict.fromkeys(h.doc_id for h in retrieved(res)))
                 ndcg = ir_evaluate(ranking_to_run(ranks), qrels, ("nDCG@10",))["nDCG@10"]
                 runs[name][form] = round(ndcg, 4)
         print(f"scifact dated, {name}: {runs[name]}", flush=True)

@@ -63,6 +63,11 @@ def doc_ranking(
     return out
 
 
+def retrieved(res: Any) -> list[Any]:
+    """A result's retrieved hits: pinned documents (``@id`` in a question) never count."""
+    return [h for h in res.hits if not h.pinned]
+
+
 def chunk_doc(cid: str) -> str:
     """The document id of a Pensive passage id (``doc#hash``)."""
     return cid.rsplit("#", 1)[0]

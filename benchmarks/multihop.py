@@ -36,7 +36,14 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import base_parser, chunk_doc, environment, split_of, write_results
+from benchmarks.common import (
+    base_parser,
+    chunk_doc,
+    environment,
+    retrieved,
+    split_of,
+    write_results,
+)
 from pensive_core import Document, Pensive, PensiveConfig
 from pensive_core.graph import GraphStore
 
@@ -297,7 +304,7 @@ def scifact(data: Path, store: Path) -> dict[str, Any]:
                 t = res.timings
                 if "graph_ms" in t or "relay_ms" in t:
                     graph_ms.append(t.get("graph_ms", 0.0) + t.get("relay_ms", 0.0))
-                ranks[qid] = list(dict.fromkeys(chunk_doc(h.chunk_id) for h in res.hits))
+                ranks[qid] = list(dict.fromkeys(chunk_doc(h.chunk_id) for h in retrieved(res)))
         scores = {}
         for split in ("all", "tune", "heldout"):
             qs = {q: r for q, r in qrels.items() if split == "all" or split_of(q) == split}

@@ -30,6 +30,7 @@ from benchmarks.common import (
     doc_ranking,
     environment,
     half_of,
+    retrieved,
     split_of,
     write_results,
 )
@@ -84,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
             p.config.fusion.weights = weights
             res = p.query(text, k=K)
             last["timings"] = res.timings
-            return [h.chunk_id for h in res.hits]
+            return [h.chunk_id for h in retrieved(res)]
 
         return run
 

@@ -65,7 +65,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import base_parser, environment, source_state, write_results
+from benchmarks.common import base_parser, environment, retrieved, source_state, write_results
 from benchmarks.multihop import dia_ids
 from pensive_core import Document, Pensive, PensiveConfig
 
@@ -250,7 +250,7 @@ def eval_timeqa(p: Pensive, questions: list[dict[str, Any]]) -> dict[str, Any]:
         res, took = timed_query(p, q["text"], 10)
         ms.append(took)
         if q["answerable"]:
-            ranked = ranked_docs(h.doc_id for h in res.hits)
+            ranked = ranked_docs(h.doc_id for h in retrieved(res))
             recall.append(
                 {
                     "split": q["split"],
@@ -428,7 +428,7 @@ def eval_situatedqa(
     def row(text: str, valid: str, other: str, as_of: datetime | None = None) -> dict[str, Any]:
         res, took = timed_query(p, text, SQA_K, as_of=as_of)
         ms.append(took)
-        ranked = ranked_docs(h.doc_id for h in res.hits)
+        ranked = ranked_docs(h.doc_id for h in retrieved(res))
         return {"valid_above_rival": ranked_above(ranked, valid, other),
                 "recall@1": hit_at(ranked, {valid}, 1)}  # fmt: skip
 
@@ -502,7 +502,7 @@ def eval_locomo(
     for q in questions:
         res, took = timed_query(p, q["text"], 10, filters=q["filters"])
         ms.append(took)
-        ranked = ranked_docs(h.doc_id for h in res.hits)
+        ranked = ranked_docs(h.doc_id for h in retrieved(res))
         row: dict[str, Any] = {f"{m}@{k}": (evidence_recall(ranked, q["gold"], k) if m == "recall"
                                             else q["gold"] <= set(ranked[:k]))
                                for k in (5, 10) for m in ("recall", "all")}  # fmt: skip
@@ -1332,7 +1332,7 @@ def main(argv: list[str] | None = None) -> None:
             for qid in qrels:
                 res, took = timed_query(p, queries[qid], 100)
                 ms.append(took)
-                ranks[qid] = list(dict.fromkeys(h.doc_id for h in res.hits))
+                ranks[qid] = list(dict.fromkeys(h.doc_id for h in retrieved(res)))
             run = ranking_to_run(ranks)
             return {"nDCG@10": round(ir_evaluate(run, qrels, ("nDCG@10",))["nDCG@10"], 4),
                     **percentiles(ms)}  # fmt: skip

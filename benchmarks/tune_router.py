@@ -16,7 +16,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import base_parser, chunk_doc, doc_ranking, environment, write_results
+from benchmarks.common import (
+    base_parser,
+    chunk_doc,
+    doc_ranking,
+    environment,
+    retrieved,
+    write_results,
+)
 from benchmarks.scifact_data import build_store, load
 from benchmarks.tune_scifact import score
 
@@ -57,7 +64,7 @@ def main(argv: list[str] | None = None) -> None:
         for qid, text in queries.items():
             res = p.query(text, k=K)
             tiers[res.tier] = tiers.get(res.tier, 0) + 1
-            rankings[qid] = doc_ranking((h.chunk_id for h in res.hits), chunk_doc)
+            rankings[qid] = doc_ranking((h.chunk_id for h in retrieved(res)), chunk_doc)
         rows[label] = {
             "router": router,
             "tune_nDCG@10": score(rankings, qrels, "tune"),
