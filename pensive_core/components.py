@@ -223,7 +223,10 @@ class Components:
         """
         for attempt in range(50):
             try:
-                self.sparse = self.storage.open_sparse(self.config.bm25)
+                # a reader following commits reads only what changed (a writer's own
+                # index is never handed on: it changes in place)
+                before = getattr(self, "sparse", None) if self.read_only else None
+                self.sparse = self.storage.open_sparse(self.config.bm25, previous=before)
                 self.backend = None
                 dim = self.archive.get_meta("dim")
                 if dim is not None:

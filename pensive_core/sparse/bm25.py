@@ -46,6 +46,8 @@ __all__ = ["BM25Index"]
 
 log = logging.getLogger(__name__)
 _MAX_SEGMENTS = 8
+_MAX_VOCAB_PARTS = 16  # vocabulary files before they are written again as one
+_ARRAYS = ("data", "indices", "indptr", "tokens", "offsets", "df")  # a segment's .npy files
 
 
 def _idf(method: str, df: np.ndarray, n: int) -> np.ndarray:
@@ -71,6 +73,9 @@ class _Segment:
     df: np.ndarray  # document frequency per token id within this segment (at build)
     n_vocab: int
     alive: np.ndarray  # float32 1/0 per row
+    # the file holding ``alive`` as last written or read (None: never written); a commit
+    # writes a new one only for a segment whose rows were deleted since
+    alive_file: str | None = None
 
     @property
     def n_docs(self) -> int:
@@ -104,13 +109,22 @@ class BM25Index:
         cfg: The ``[bm25]`` config section.
         load: Load what ``folder`` holds (False: start empty there, as a rebuild does; its
             files are written under numbers above those already in the folder).
+        previous: An index this process loaded from the same folder earlier (a reader
+            following a writer's commits): what the new manifest names unchanged (segments,
+            vocabulary parts, each checked by its recorded checksum) is taken from it instead
+            of read again, so a reload after a commit reads only what the commit wrote.
 
     Raises:
         CorruptStoreError: If the manifest or a file it names is damaged or missing.
     """
 
     def __init__(
-        self, folder: Path | None, cfg: BM25Config | None = None, *, load: bool = True
+        self,
+        folder: Path | None,
+        cfg: BM25Config | None = None,
+        *,
+        load: bool = True,
+        previous: BM25Index | None = None,
     ) -> None:
         import bm25s  # core dependency; imported here so importing pensive_core stays light
 
@@ -131,6 +145,11 @@ class BM25Index:
         self._on_disk: set[str] = set()
         self.rebuilt = False  # whether the last commit rebuilt segments that already existed
         self._sums: dict[str, dict[str, Any]] = {}  # file name -> size and checksum
+        # the vocabulary on disk: files each holding the terms after the last one's (the
+        # vocabulary only grows), so a commit writes the new terms only
+        self._vocab_parts: list[tuple[str, int]] = []  # (file, terms written up to)
+        self._previous = previous if previous is not None and previous.folder == folder else None
+        self._manifest_sums: dict[str, Any] = {}
         # whether the files on disk lag what this object holds: a commit with nothing new
         # writes nothing (a clean close on a full disk succeeds)
         self._dirty = True
@@ -187,6 +206,7 @@ class BM25Index:
                     continue
                 seg = self.segments[where[0]]
                 seg.alive[where[1]] = 0.0
+                seg.alive_file = None  # changed: the next commit writes it anew
                 ids = seg.row_tokens(where[1])
             self._dirty = True
             self._df_add(ids, -1)
@@ -414,8 +434,12 @@ class BM25Index:
                 keep.add(fname)
                 if fresh:
                     sums[fname] = atomic_write_bytes(self.folder / fname, npy_bytes(arr))
-            alive_name = f"{base}.alive-{self._gen}.npy"
-            sums[alive_name] = atomic_write_bytes(self.folder / alive_name, npy_bytes(seg.alive))
+            if fresh or seg.alive_file is None:
+                seg.alive_file = f"{base}.alive-{self._gen}.npy"
+                sums[seg.alive_file] = atomic_write_bytes(
+                    self.folder / seg.alive_file, npy_bytes(seg.alive)
+                )
+            alive_name = seg.alive_file
             keep.add(alive_name)
             rows_name = f"{base}.rows.json"
             if fresh:
@@ -431,11 +455,8 @@ class BM25Index:
                     "num_docs": int(seg.model.scores["num_docs"]),
                 }
             )
-        vocab_name = f"bm25-vocab-{self._gen}.json"
-        sums[vocab_name] = atomic_write_bytes(
-            self.folder / vocab_name, json.dumps(self.vocab).encode()
-        )
-        keep.add(vocab_name)
+        sums.update(self._write_vocab())
+        keep.update(name for name, _ in self._vocab_parts)
         df_name = f"bm25-df-{self._gen}.npy"
         sums[df_name] = atomic_write_bytes(self.folder / df_name, npy_bytes(self.df))
         keep.add(df_name)
@@ -454,7 +475,7 @@ class BM25Index:
                 "method": self.cfg.method,
                 "k1": self.cfg.k1,
                 "b": self.cfg.b,
-                "vocab": vocab_name,
+                "vocab_parts": [name for name, _ in self._vocab_parts],
                 "df": df_name,
                 "segments": segs_meta,
                 "files": sums,
@@ -464,6 +485,64 @@ class BM25Index:
         self._dirty = False
         self._on_disk = {seg.name for seg in self.segments}
         remove_stale(self.folder, "bm25-", keep)
+
+    def _write_vocab(self) -> dict[str, dict[str, Any]]:
+        """Write the terms added since the last commit as a new part (every part again as
+        one when they have grown many); the checksums of the files written."""
+        assert self.folder is not None
+        written = self._vocab_parts[-1][1] if self._vocab_parts else 0
+        if len(self.vocab) == written and self._vocab_parts:
+            return {}
+        start = 0 if len(self._vocab_parts) >= _MAX_VOCAB_PARTS else written
+        terms = list(self.vocab)[start:]  # insertion order is id order
+        name = f"bm25-vocab-{self._gen}.json"
+        out = {name: atomic_write_bytes(self.folder / name, json.dumps(terms).encode())}
+        if start == 0:
+            self._vocab_parts = []
+        self._vocab_parts.append((name, len(self.vocab)))
+        return out
+
+    def _read_vocab(self, folder: Path, parts: list[str], text: Any) -> dict[str, int]:
+        """The vocabulary from its parts, starting from the previous load's where its parts
+        are the first of these, unchanged (a reader reloading after a commit)."""
+        prev = self._previous
+        vocab: dict[str, int] = {}
+        done = 0
+        if prev is not None and prev._vocab_parts:
+            names = [name for name, _ in prev._vocab_parts]
+            same = names == parts[: len(names)] and all(
+                prev._sums.get(n) is not None and prev._sums.get(n) == self._manifest_sums.get(n)
+                for n in names
+            )
+            if same and len(prev.vocab) == prev._vocab_parts[-1][1]:
+                vocab = dict(prev.vocab)
+                self._vocab_parts = list(prev._vocab_parts)
+                done = len(names)
+        for name in parts[done:]:
+            terms = text(name)
+            if not isinstance(terms, list) or not all(isinstance(t, str) for t in terms):
+                raise corrupt(folder / name, "it is not a list of terms")
+            for t in terms:
+                vocab[t] = len(vocab)
+            self._vocab_parts.append((name, len(vocab)))
+        return vocab
+
+    def _reusable(self, meta: dict[str, Any]) -> _Segment | None:
+        """The previous load's segment of this name, when its files are the same ones."""
+        prev = self._previous
+        if prev is None:
+            return None
+        seg = next((s for s in prev.segments if s.name == meta["name"]), None)
+        if seg is None or seg.n_vocab != meta["n_vocab"]:
+            return None
+        base = f"bm25-{seg.name}"
+        names = [f"{base}.{key}.npy" for key in _ARRAYS] + [f"{base}.rows.json"]
+        if all(
+            prev._sums.get(n) is not None and prev._sums.get(n) == self._manifest_sums.get(n)
+            for n in names
+        ):
+            return seg
+        return None
 
     def _load(self, folder: Path, manifest: dict) -> None:  # type: ignore[type-arg]
         sums: dict[str, Any] = manifest.get("files") or {}
@@ -477,15 +556,39 @@ class BM25Index:
             with damaged(path):
                 return json.loads(data)
 
+        self._manifest_sums = sums
         self._gen = manifest["generation"]
         self._seq = manifest["seq"]
         self.n_live = manifest["n_live"]
-        self.vocab = text(manifest["vocab"])
+        if "vocab" in manifest:  # written before vocabulary parts: one {term: id} file
+            self.vocab = text(manifest["vocab"])
+            if not isinstance(self.vocab, dict):
+                raise corrupt(folder / manifest["vocab"], "it is not a vocabulary")
+        else:
+            self.vocab = self._read_vocab(folder, manifest["vocab_parts"], text)
         self.df = npy(manifest["df"])
-        if not isinstance(self.vocab, dict) or len(self.df) != len(self.vocab):
+        if len(self.df) != len(self.vocab):
             raise corrupt(folder / manifest["df"], "its length does not fit the vocabulary")
         for meta in manifest["segments"]:
             base = f"bm25-{meta['name']}"
+            old = self._reusable(meta)
+            if old is not None:  # segments are immutable: only its deletions may be new
+                alive = old.alive if old.alive_file == meta["alive"] else npy(meta["alive"])
+                seg = _Segment(
+                    old.name,
+                    old.model,
+                    old.rows,
+                    old.tokens,
+                    old.offsets,
+                    old.df,
+                    old.n_vocab,
+                    alive,
+                    meta["alive"],
+                )
+                if len(alive) != seg.n_docs:
+                    raise corrupt(folder / meta["alive"], "it does not fit its segment's rows")
+                self._add_loaded(seg)
+                continue
             model = self._bm25s.BM25(method=manifest["method"], k1=manifest["k1"], b=manifest["b"])
             model.scores = {
                 "data": npy(f"{base}.data.npy"),
@@ -505,15 +608,20 @@ class BM25Index:
                 npy(f"{base}.df.npy"),
                 meta["n_vocab"],
                 npy(meta["alive"]),
+                meta["alive"],
             )
             seg.check(folder / f"{base}.rows.json")
-            self.segments.append(seg)
-            self._on_disk.add(seg.name)
-            si = len(self.segments) - 1
-            for r, cid in enumerate(rows):
-                if seg.alive[r]:
-                    self._where[cid] = (si, r)
+            self._add_loaded(seg)
         self._sums = dict(sums)
+        self._previous = None  # not kept alive past the load
+
+    def _add_loaded(self, seg: _Segment) -> None:
+        self.segments.append(seg)
+        self._on_disk.add(seg.name)
+        si = len(self.segments) - 1
+        alive = seg.alive
+        for r in np.flatnonzero(alive).tolist():
+            self._where[seg.rows[r]] = (si, r)
 
 
 def _sum_of(path: Path) -> dict[str, Any]:

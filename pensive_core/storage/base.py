@@ -95,8 +95,9 @@ class StorageEngine(Protocol):
         """The archive: documents, passages, the store's metadata. Opened first."""
         ...
 
-    def open_sparse(self, cfg: BM25Config) -> SparseIndex:
-        """The sparse index as of the last commit."""
+    def open_sparse(self, cfg: BM25Config, previous: SparseIndex | None = None) -> SparseIndex:
+        """The sparse index as of the last commit (``previous``: the one this process loaded
+        before, whose unchanged parts an engine may take instead of reading them again)."""
         ...
 
     def open_vectors(self, name: str, dim: int, options: Any, place: str) -> VectorBackend:

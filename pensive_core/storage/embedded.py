@@ -174,14 +174,15 @@ class EmbeddedStorage:
             raise PensiveError("the archive must be opened before the parts that share it")
         return self.archive.db
 
-    def open_sparse(self, cfg: BM25Config) -> SparseIndex:
+    def open_sparse(self, cfg: BM25Config, previous: SparseIndex | None = None) -> SparseIndex:
         """The BM25 segments under ``bm25/``.
 
         Raises:
             CorruptStoreError: If the archive has indexed passages but no BM25 manifest exists
                 (a missing manifest would read as an empty index: silently other answers).
         """
-        index = BM25Index(self.path / "bm25", cfg)
+        old = previous if isinstance(previous, BM25Index) else None
+        index = BM25Index(self.path / "bm25", cfg, previous=old)
         manifest = self.path / "bm25" / "bm25.json"
         if index.n_live == 0 and not manifest.exists() and self.archive is not None:
             n = self.archive.indexed_passage_count()

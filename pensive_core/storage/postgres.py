@@ -347,7 +347,7 @@ class PostgresStorage:
             self.archive = PostgresArchive(self.dsn, _PREFIX, self.cfg.connect_timeout_s)
         return self.archive
 
-    def open_sparse(self, cfg: BM25Config) -> Any:
+    def open_sparse(self, cfg: BM25Config, previous: Any = None) -> Any:
         """BM25 postings in the store's schema; opened once, its statistics re-read on each
         later open (another process may have committed)."""
         if self._sparse is None:

@@ -160,7 +160,7 @@ def test_a_damaged_manifest_is_a_corrupt_store_error(store, manifest, damage):
         refused(folder, path.name)
     else:  # a file the manifest names is gone
         listed = json.loads(path.read_text())
-        name = listed.get("vocab") or listed["spaces"][""]["ids"]
+        name = (listed.get("vocab_parts") or [None])[0] or listed["spaces"][""]["ids"]
         (path.parent / name).unlink()
         refused(folder, name)
     repaired(folder, want, n)
