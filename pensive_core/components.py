@@ -227,15 +227,31 @@ class Components:
                 # index is never handed on: it changes in place)
                 before = getattr(self, "sparse", None) if self.read_only else None
                 self.sparse = self.storage.open_sparse(self.config.bm25, previous=before)
-                self.backend = None
+                vectors, self.backend = getattr(self, "backend", None), None
                 dim = self.archive.get_meta("dim")
                 if dim is not None:
-                    self.open_backend(int(dim))
+                    if self.read_only and self._follows(vectors, int(dim)):
+                        self.backend = vectors  # caught up in place with the new commits
+                    else:
+                        self.open_backend(int(dim))
                 return
             except (FileNotFoundError, ValueError, OSError):
                 if not self.read_only or attempt == 49:
                     raise
                 time.sleep(0.02)
+
+    def _follows(self, backend: Any, dim: int) -> bool:
+        """Whether a reader's open backend caught up with the last commit in place (a local
+        index that keeps its writes in logs reads only the new ones); False: open it anew."""
+        follow = getattr(backend, "follow", None)
+        path = getattr(self.storage, "path", None)
+        if follow is None or path is None or getattr(backend, "dim", None) != dim:
+            return False
+        if backend.name != self.config.backend.name:
+            return False
+        if getattr(backend, "folder", None) != Path(path) / self.storage.vectors_place():
+            return False
+        return bool(follow())
 
     def refresh(self) -> None:
         """Reload the indexes when another process has committed since the last look: a

@@ -9,7 +9,13 @@ records pass is answered by exact search over just those records, so a selective
 starves an approximate index of results.
 
 Persistence writes a new generation of files and swaps a small JSON manifest by rename, so a
-crash leaves the previous generation intact. The manifest records each file's size and
+crash leaves the previous generation intact. A commit of a few passages does not write the
+index again: each namespace's writes since its index was last written whole go to a log (the
+vectors, ids and metadata of each upsert, the ids of each delete), replayed in order on load
+and read alone by a reader following the writer (:meth:`FaissBackend.follow`); HNSW adds that
+a log carries run on one thread after the level generator is reseeded, so a replay builds the
+same graph byte for byte. The index is written whole again past 64 logs or a tenth of its
+vectors, after a rebuild, and always for IVF-PQ. The manifest records each file's size and
 checksum, checked when the index loads (a damaged file is a
 :class:`~pensive_core.errors.CorruptStoreError` naming it), and a fingerprint of every vector
 is kept beside the ids, so :meth:`FaissBackend.salvage` can tell the vectors of a damaged
@@ -55,6 +61,9 @@ from .base import check_namespace, check_upsert
 __all__ = ["FaissBackend", "dump_vectors", "int_id"]
 
 log = logging.getLogger(__name__)
+_HNSW_SEED = 12345  # FAISS's own seed for HNSW levels, which a loaded index restarts from
+_MAX_LOGS = 64  # logs after a base before the next persist writes the index whole again
+_LOG_SHARE = 0.1  # ... or once the logs add this share of the base's vectors (at least 512)
 
 
 def _faiss():  # type: ignore[no-untyped-def]
@@ -79,6 +88,16 @@ def _pq_m(dim: int, want: int) -> int:
     return max(m for m in range(1, want + 1) if dim % m == 0)
 
 
+@contextlib.contextmanager
+def _one_thread(faiss: Any) -> Any:
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(before)
+
+
 class _Space:
     """One namespace: an index, the id map, metadata and tombstones."""
 
@@ -93,6 +112,24 @@ class _Space:
         self.version = 0  # bumped on every write: cached filter selections expire
         self._selections: dict[str, np.ndarray] = {}
         self._columns: tuple[np.ndarray, MetadataIndex] | None = None
+        self.init_log()
+
+    def init_log(self) -> None:
+        """Start with no base on disk: the next persist writes the whole index."""
+        # what is on disk: the base's manifest entry (whole index files, None: none yet or
+        # the index was rebuilt since), then the logs of the writes made after it, replayed
+        # in order on load; ``pending`` holds this process's writes not yet persisted
+        self.base: dict[str, Any] | None = None
+        self.logs: list[dict[str, str]] = []
+        self.logged = 0  # vectors the logs add
+        self.pending: list[tuple[str, list[str], np.ndarray | None, list[Any] | None]] = []
+
+    def reseed(self) -> None:
+        """Restart HNSW's level generator, as a load does: writes after a base is written
+        (or loaded) then build the same graph here and in a process replaying the logs."""
+        if self.kind == "hnsw":
+            faiss = self.owner._faiss
+            faiss.downcast_index(self.index.index).hnsw.rng = faiss.RandomGenerator(_HNSW_SEED)
 
     # -- helpers ------------------------------------------------------------------------------
     def all_vectors(self) -> tuple[np.ndarray, np.ndarray]:
@@ -123,6 +160,7 @@ class _Space:
             ids = np.concatenate([ids[keep], extra_ids])
             vecs = np.concatenate([vecs[keep], extra])
         log.info("rebuilding FAISS %s index over %d vectors", kind, len(ids))
+        self.base = None  # the next persist writes the rebuilt index whole
         coded = "ivfpq" in (kind, self.kind)  # PQ codes: what reads back is not what went in
         self.kind = kind
         self.index = self.owner._new_index(kind, np.ascontiguousarray(vecs, dtype=np.float32))
@@ -197,6 +235,8 @@ class FaissBackend:
         self._spaces: dict[str, _Space] = {}
         self._gen = 0
         self._dirty = True  # whether the files lag this object (a commit with nothing new skips)
+        self._sums: dict[str, Any] = {}  # file name -> size and checksum, as last written
+        self._replaying = False  # applying logs from disk: not to be logged again
         manifest = read_manifest(folder, "faiss.json") if folder else None
         if manifest and folder is not None:
             with damaged(folder / "faiss.json"):
@@ -250,6 +290,7 @@ class FaissBackend:
             sp = _Space.__new__(_Space)
             sp.owner, sp.kind, sp.version, sp._selections = self, entry["kind"], 0, {}
             sp._columns = None
+            sp.init_log()
             index_path = folder / entry["index"]
             check_file(index_path, sums.get(entry["index"]))
             try:
@@ -280,6 +321,18 @@ class FaissBackend:
             elif sp.kind == "ivfpq":
                 sp.index.nprobe = self.cfg.ivf_nprobe
             self._spaces[ns] = sp
+            if not sums:  # written before checksums: written whole at the next commit
+                continue
+            sp.base = {k: v for k, v in entry.items() if k != "logs"}
+            sp.base.setdefault("count", len(ids))
+            sp.reseed()
+            logs = entry.get("logs", [])
+            read = [self._read_log(folder, lg, sums) for lg in logs]
+            for lg, (ops, vecs, adds) in zip(logs, read):
+                self._replay(ns, ops, vecs)
+                sp.logs.append(dict(lg))
+                sp.logged += adds
+        self._sums = dict(sums)
 
     def _check_space(self, sp: _Space, index_path: Path, names_path: Path, checked: bool) -> None:
         """Refuse an index whose parts contradict each other. Files with checksums were
@@ -330,6 +383,8 @@ class FaissBackend:
         sp = self._space(namespace, create=True)
         assert sp is not None
         sp.touched()
+        if not self._replaying:
+            sp.pending.append(("add", list(ids), np.array(vecs, dtype=np.float32), list(metas)))
         int_ids = np.array([int_id(s) for s in ids], dtype=np.int64)
         present = [i for i in int_ids.tolist() if i in sp.sid]
         for i, s, m in zip(int_ids.tolist(), ids, metas):
@@ -346,7 +401,12 @@ class FaissBackend:
         if present:
             sp.index.remove_ids(np.array(present, dtype=np.int64))
         sp.tomb.difference_update(int_ids.tolist())
-        sp.index.add_with_ids(vecs, int_ids)
+        if sp.kind == "hnsw" and sp.base is not None:
+            # a write a log will carry: one thread, so replaying it builds the same graph
+            with _one_thread(self._faiss):
+                sp.index.add_with_ids(vecs, int_ids)
+        else:
+            sp.index.add_with_ids(vecs, int_ids)
         sp.note(int_ids, vecs)
 
     def delete(self, ids: Sequence[str], *, namespace: str = "") -> None:
@@ -359,6 +419,8 @@ class FaissBackend:
             return
         sp.touched()
         self._dirty = True
+        if not self._replaying:
+            sp.pending.append(("del", [sp.sid[i] for i in int_ids], None, None))
         for i in int_ids:
             del sp.sid[i]
             sp.meta.pop(i, None)
@@ -482,54 +544,201 @@ class FaissBackend:
         return int(self._faiss.serialize_index(sp.index).nbytes)
 
     def persist(self) -> None:
-        """Write a new generation of index files, then swap the manifest atomically (nothing
-        when nothing changed since the last one)."""
+        """Write what changed since the last persist, then swap the manifest atomically
+        (nothing when nothing changed).
+
+        A namespace's writes since its index was last written whole go to a log: the
+        vectors, ids and metadata of each upsert and the ids of each delete, in order,
+        replayed on load. The index is written whole again (a new base, the logs dropped)
+        when it was rebuilt, is IVF-PQ, or its logs have grown past :data:`_MAX_LOGS` files
+        or a tenth of its vectors; so a commit of a few passages writes a few kilobytes, not
+        the whole index.
+        """
         if self.folder is None or not self._dirty:
             return
-        faiss = self._faiss
         self.folder.mkdir(parents=True, exist_ok=True)
         self._gen += 1
-        g = self._gen
         spaces: dict[str, Any] = {}
         sums: dict[str, Any] = {}
         for n, (ns, sp) in enumerate(sorted(self._spaces.items())):
-            index_name, ids_name, names_name, sums_name = (
-                f"faiss-{g}-{n}.index",
-                f"faiss-{g}-{n}.ids.npy",
-                f"faiss-{g}-{n}.names.json",
-                f"faiss-{g}-{n}.sums.npy",
-            )
-            # whole files under temporary names, synced and renamed: a kill mid-write never
-            # leaves a torn file under a name a manifest could point to
-            sums[index_name] = atomic_write_bytes(
-                self.folder / index_name, faiss.serialize_index(sp.index).tobytes()
-            )
-            keys = list(sp.sid)
-            sums[ids_name] = atomic_write_bytes(
-                self.folder / ids_name, npy_bytes(np.array(keys, dtype=np.int64))
-            )
-            side = {"names": [sp.sid[i] for i in keys], "meta": [sp.meta.get(i, {}) for i in keys]}
-            sums[names_name] = atomic_write_bytes(
-                self.folder / names_name, json.dumps(side).encode()
-            )
-            sums[sums_name] = atomic_write_bytes(
-                self.folder / sums_name, npy_bytes(sp.fingerprints(keys))
-            )
-            spaces[ns] = {
-                "kind": sp.kind,
-                "index": index_name,
-                "ids": ids_name,
-                "names": names_name,
-                "sums": sums_name,
-                "tombstones": sorted(sp.tomb),
-            }
+            prefix = f"faiss-{self._gen}-{n}"
+            adds = sum(len(ids) for op, ids, _, _ in sp.pending if op == "add")
+            base_n = sp.base["count"] if sp.base is not None else 0
+            written: dict[str, Any] = {}
+            if sp.base is not None and not sp.pending:
+                pass  # unchanged: its files stay as they are
+            elif (
+                sp.base is not None
+                and sp.kind != "ivfpq"
+                and len(sp.logs) < _MAX_LOGS
+                and sp.logged + adds <= max(512, _LOG_SHARE * base_n)
+            ):
+                written = self._write_log(prefix, sp, adds)
+            else:
+                written = self._write_base(prefix, sp)
+            # known at once: a later space failing to write leaves these files on disk, and
+            # the next persist names them again
+            self._sums.update(written)
+            sums.update(written)
+            sp.pending = []
+            spaces[ns] = {**(sp.base or {}), "logs": list(sp.logs)}
+            for name in self._space_files(spaces[ns]):
+                if name not in sums:
+                    sums[name] = self._sums[name]
         write_manifest(
             self.folder,
             "faiss.json",
-            {"generation": g, "dim": self.dim, "spaces": spaces, "files": sums},
+            {"generation": self._gen, "dim": self.dim, "spaces": spaces, "files": sums},
         )
+        self._sums = sums
         self._dirty = False
         remove_stale(self.folder, "faiss-", set(sums))
+
+    @staticmethod
+    def _base_files(entry: Mapping[str, Any]) -> list[str]:
+        return [entry[k] for k in ("index", "ids", "names", "sums") if entry.get(k)]
+
+    @classmethod
+    def _space_files(cls, entry: Mapping[str, Any]) -> list[str]:
+        names = cls._base_files(entry)
+        for lg in entry.get("logs", []):
+            names += [lg["ops"], lg["vectors"]]
+        return names
+
+    def _write_base(self, prefix: str, sp: _Space) -> dict[str, Any]:
+        """The space's index written whole (its new base; the logs are dropped)."""
+        assert self.folder is not None
+        index_name, ids_name, names_name, sums_name = (
+            f"{prefix}.index",
+            f"{prefix}.ids.npy",
+            f"{prefix}.names.json",
+            f"{prefix}.sums.npy",
+        )
+        # whole files under temporary names, synced and renamed: a kill mid-write never
+        # leaves a torn file under a name a manifest could point to
+        sums = {
+            index_name: atomic_write_bytes(
+                self.folder / index_name, self._faiss.serialize_index(sp.index).tobytes()
+            )
+        }
+        keys = list(sp.sid)
+        sums[ids_name] = atomic_write_bytes(
+            self.folder / ids_name, npy_bytes(np.array(keys, dtype=np.int64))
+        )
+        side = {"names": [sp.sid[i] for i in keys], "meta": [sp.meta.get(i, {}) for i in keys]}
+        sums[names_name] = atomic_write_bytes(self.folder / names_name, json.dumps(side).encode())
+        sums[sums_name] = atomic_write_bytes(
+            self.folder / sums_name, npy_bytes(sp.fingerprints(keys))
+        )
+        sp.base = {
+            "kind": sp.kind,
+            "index": index_name,
+            "ids": ids_name,
+            "names": names_name,
+            "sums": sums_name,
+            "tombstones": sorted(sp.tomb),
+            "count": len(keys),
+        }
+        sp.logs, sp.logged = [], 0
+        sp.reseed()  # as a load of this base will
+        return sums
+
+    def _write_log(self, prefix: str, sp: _Space, adds: int) -> dict[str, Any]:
+        """The space's writes since the last persist, as one more log."""
+        assert self.folder is not None
+        ops: list[dict[str, Any]] = []
+        parts: list[np.ndarray] = []
+        row = 0
+        for op, ids, vecs, metas in sp.pending:
+            if op == "add":
+                assert vecs is not None
+                ops.append(
+                    {"op": "add", "names": ids, "meta": metas, "rows": [row, row + len(ids)]}
+                )
+                parts.append(vecs)
+                row += len(ids)
+            else:
+                ops.append({"op": "del", "names": ids})
+        matrix = np.concatenate(parts) if parts else np.zeros((0, self.dim), dtype=np.float32)
+        ops_name, vec_name = f"{prefix}.log.json", f"{prefix}.log.npy"
+        sums = {
+            vec_name: atomic_write_bytes(self.folder / vec_name, npy_bytes(matrix)),
+            ops_name: atomic_write_bytes(
+                self.folder / ops_name, json.dumps({"ops": ops, "adds": adds}).encode()
+            ),
+        }
+        sp.logs.append({"ops": ops_name, "vectors": vec_name})
+        sp.logged += adds
+        return sums
+
+    def _read_log(self, folder: Path, lg: Mapping[str, str], sums: Mapping[str, Any]) -> Any:
+        """A log's operations and vectors, checked against their recorded checksums."""
+        vecs = load_npy_checked(folder / lg["vectors"], sums.get(lg["vectors"]))
+        path = folder / lg["ops"]
+        with damaged(path):
+            body = json.loads(read_checked(path, sums.get(lg["ops"])))
+            ops = body["ops"]
+            if vecs.ndim != 2 or vecs.shape[1] != self.dim:
+                raise ValueError(f"its vectors are {vecs.shape}, not (n, {self.dim})")
+        return ops, vecs, int(body.get("adds", 0))
+
+    def _replay(self, ns: str, ops: list[dict[str, Any]], vecs: np.ndarray) -> None:
+        """Apply a log's writes through the same paths that made them."""
+        self._replaying = True
+        try:
+            for op in ops:
+                if op["op"] == "add":
+                    a, b = op["rows"]
+                    self.upsert(op["names"], vecs[a:b], op["meta"], namespace=ns)
+                else:
+                    self.delete(op["names"], namespace=ns)
+        finally:
+            self._replaying = False
+
+    def follow(self) -> bool:
+        """Catch up in place with what a writer in another process committed since this
+        object loaded: only the new logs are read and replayed (a reader's reload after a
+        commit of a few passages reads kilobytes, not the whole index).
+
+        Returns:
+            False when the files changed in another way (a new base, a namespace added or
+            dropped): then open the backend anew. Nothing here was changed in that case.
+
+        Raises:
+            CorruptStoreError: If a new log is damaged (nothing here was changed).
+            FileNotFoundError: If a file went while reading (a newer commit: try again).
+        """
+        if self.folder is None:
+            return False
+        manifest = read_manifest(self.folder, "faiss.json")
+        if manifest is None or manifest.get("dim") != self.dim or not manifest.get("files"):
+            return False
+        if manifest["generation"] == self._gen:
+            return True
+        spaces = manifest.get("spaces") or {}
+        if set(spaces) != set(self._spaces):
+            return False
+        files = manifest["files"]
+        todo = []
+        for ns, entry in spaces.items():
+            sp = self._spaces[ns]
+            base = {k: v for k, v in entry.items() if k != "logs"}
+            logs = entry.get("logs", [])
+            same_base = sp.base is not None and base == sp.base
+            if not same_base or logs[: len(sp.logs)] != sp.logs or sp.pending:
+                return False
+            if any(files.get(n) != self._sums.get(n) for n in self._base_files(entry)):
+                return False
+            for lg in logs[len(sp.logs) :]:
+                todo.append((ns, lg, *self._read_log(self.folder, lg, files)))
+        for ns, lg, ops, vecs, adds in todo:  # everything read and checked: now apply
+            self._replay(ns, ops, vecs)
+            self._spaces[ns].logs.append(dict(lg))
+            self._spaces[ns].logged += adds
+        self._gen = manifest["generation"]
+        self._sums = dict(files)
+        self._dirty = False
+        return True
 
     @classmethod
     def salvage(
