@@ -22,6 +22,7 @@ __all__ = [
     "DocumentIn",
     "IngestIn",
     "QueryIn",
+    "ExplainIn",
     "HitOut",
     "QueryOut",
     "TurnIn",
@@ -94,6 +95,21 @@ class QueryIn(_In):
         allow_inf_nan=False,
         description="Drop hits whose match is below this (0 to 1); null keeps every hit.",
     )
+
+
+class ExplainIn(_In):
+    text: StrictStr = Field(min_length=1)
+    expect: list[StrictStr] = Field(
+        min_length=1,
+        max_length=100,
+        description="Document ids or passage ids the answer should hold.",
+    )
+    k: StrictInt = Field(5, ge=1, le=1000)
+    token_budget: StrictInt | None = Field(
+        None, ge=1, le=1_000_000, description="Also check the prompt built within this budget."
+    )
+    as_of: IsoTime | None = None
+    filters: dict[StrictStr, Any] | None = Field(None, description="Mongo-style metadata filter.")
 
 
 class HitOut(BaseModel):
