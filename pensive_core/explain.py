@@ -121,6 +121,8 @@ class ExpectedTrace:
         lost_at: The stage where it was lost (``retrieval`` when no retriever found it;
             None when found or missing).
         reason: The reason code at ``lost_at`` (see :class:`StageRank`).
+        cause: For an item cut by k: the stage that moved it from within the first k to
+            below them (``temporal``, ``graph_fused``...), None when it never was within.
         sentence: The verdict in words.
     """
 
@@ -133,6 +135,7 @@ class ExpectedTrace:
     found: bool = False
     lost_at: str | None = None
     reason: str | None = None
+    cause: str | None = None
     sentence: str = ""
 
     def stage(self, name: str) -> StageRank | None:
@@ -480,7 +483,12 @@ def _verdict(items: Sequence[ExpectedTrace], budget: int | None) -> str:
     found = [t for t in present if t.found]
     where = "the final hits and the prompt" if budget else "the final hits"
     head = f"{len(found)} of {len(present)} expected in {where}"
-    lost = [f"{t.id} lost at {t.lost_at} ({t.reason})" for t in present if not t.found]
+    lost = [
+        f"{t.id} lost at {t.lost_at} ({t.reason}"
+        + (f", moved there by {t.cause})" if t.cause else ")")
+        for t in present
+        if not t.found
+    ]
     missing = [t.id for t in items if t.kind == "missing"]
     parts = [head, *lost]
     if missing:
@@ -572,14 +580,33 @@ class _Context:
             note += f" ({'; '.join(misses)})" if misses else ""
         else:
             note = next((s.note for s in out if s.stage == lost[0]), "")
+        cause = self.cause(out) if lost[1] == "cut_by_k" else None
+        if cause is not None:
+            moved = next(s for s in out if s.stage == cause)
+            note += f"; {cause} moved it below them" + (f" ({moved.note})" if moved.note else "")
         return dataclasses.replace(
             item,
             stages=tuple(out),
             found=False,
             lost_at=lost[0],
             reason=lost[1],
+            cause=cause,
             sentence=f"{what}: lost at {lost[0]}: {note}",
         )
+
+    def cause(self, out: Sequence[StageRank]) -> str | None:
+        """The last order stage that took the item from within the hits' reach to below it."""
+        n = len(self.rows.get("hits", []))
+        cause = None
+        was_in = False
+        for s in out:
+            if _KIND[s.stage] != "order":
+                continue
+            now_in = s.rank is not None and s.rank <= n
+            if was_in and not now_in:
+                cause = s.stage
+            was_in = now_in
+        return cause
 
     def why(
         self,

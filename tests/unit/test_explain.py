@@ -199,7 +199,8 @@ def test_supersession_is_the_reason_a_stale_answer_dropped(tmp_path):
         assert t.reason == "superseded"
         new = p.query("Who is the CEO of Acme Corp?", k=1).hits[0]
         assert new.doc_id == "ceo-2022" and t.detail["by"] == new.chunk_id
-        assert old.lost_at == "hits" and old.reason == "cut_by_k"
+        assert old.lost_at == "hits" and old.reason == "cut_by_k" and old.cause == "temporal"
+        assert "moved there by temporal" in ex.verdict
         # the stage before temporal had it on top: temporal is what moved it
         assert old.stage("graph_fused").rank == 1 and t.rank > 1
 
