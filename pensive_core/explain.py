@@ -27,6 +27,7 @@ from .errors import InputError, NotFoundError
 from .query.request import make_request
 from .query.state import QueryState, Trace
 from .types import Hit, QueryResult
+from .validate import check_text
 from .wire import hit_json
 
 if TYPE_CHECKING:
@@ -90,7 +91,7 @@ class StageRank:
         chunk_id: The passage that ranked (None when absent).
         reason: A stable code for what the stage did to it (None: nothing to say):
             ``not_retrieved``, ``added``, ``raised``, ``demoted``, ``superseded``,
-            ``surfaced``, ``excluded_by_filter``, ``cut_by_k``, ``after_as_of``,
+            ``outranked`` (temporal raised others above it), ``surfaced``, ``excluded_by_filter``, ``cut_by_k``, ``after_as_of``,
             ``not_in_archive``, ``cut_by_rerank``, ``displaced_by_l3``, ``found_by_l3``,
             ``clipped``, ``cut_by_budget``.
         detail: The reason's facts (the superseding passage, the depth, the budget...).
@@ -259,7 +260,7 @@ def _expect_ids(expect: Any) -> list[str]:
             "expect must be a document or passage id, or a list of them (str), got "
             f"{type(expect).__name__}"
         )
-    ids = list(dict.fromkeys(e for e in expect))
+    ids = list(dict.fromkeys(check_text(e, f"expect[{i}]") for i, e in enumerate(expect)))
     if not ids or any(not e.strip() for e in ids):
         raise InputError("expect needs at least one non-empty document or passage id")
     if len(ids) > _MAX_EXPECT:
@@ -651,17 +652,15 @@ class _Context:
         if name == "l3":
             return self.escalated(at, before)
         if name == "prompt" and at is None and before is not None:
-            cid = before[2]
-            clipped = self.built is not None and f"doc:{cid}" in self.built.clipped
             budget = self.built.budget if self.built is not None else None
             return (
                 "cut_by_budget",
-                {"token_budget": budget, "clipped": clipped},
+                {"token_budget": budget},
                 f"cut by token budget: {budget} tokens hold {len(self.rows['prompt'])} of "
                 f"{len(self.rows['final'])} passages",
             )
-        clipped = self.built.clipped if self.built is not None else ()
-        if name == "prompt" and at is not None and f"doc:{at[2]}" in clipped:
+        part = self.built.clipped if self.built is not None else ()
+        if name == "prompt" and at is not None and f"doc:{at[2]}" in part:
             return "clipped", {}, "clipped to fit the token budget"
         if at is None:
             return None, {}, ""
@@ -689,6 +688,8 @@ class _Context:
         if at[1] >= before[1] - 1e-12:
             if at[1] > before[1] + 1e-12:
                 return "raised", {"from": before[0]}, f"raised by temporal (from {before[0]})"
+            if at[0] > before[0]:
+                return self.outranked(at, before)
             return self.moved(at, before)
         cid = at[2]
         newer = self.superseded.get(cid)
@@ -719,6 +720,26 @@ class _Context:
                 f"({statement or 'none'}) does not hold at the time asked",
             )
         return "demoted", {}, f"demoted by temporal from {before[0]} to {at[0]}"
+
+    def outranked(
+        self, at: tuple[int, float, str], before: tuple[int, float, str]
+    ) -> tuple[str, dict[str, Any], str]:
+        """Not demoted itself: passages temporal raised (or surfaced) took its place."""
+        prior = next(n for n in ("context", "graph_fused", "fused") if n in self.rows)
+        was = {cid: i for i, (cid, _) in enumerate(self.rows[prior], start=1)}
+        above = [cid for cid, _ in self.rows["temporal"][: at[0] - 1]]
+        passed = [c for c in above if was.get(c, 10**9) > before[0]]
+        intent = self.state.intent
+        asked = "no time" if intent is None else intent.kind
+        for end in (intent.start, intent.end) if intent is not None else ():
+            if end is not None:
+                asked += f" {end.date().isoformat()}"
+        return (
+            "outranked",
+            {"by": passed, "intent": asked},
+            f"down from {before[0]} to {at[0]}: temporal raised {len(passed)} passages above "
+            f"it (the question asks about {asked}; {', '.join(passed[:3])})",
+        )
 
     def not_a_hit(self, before: tuple[int, float, str]) -> tuple[str, dict[str, Any], str]:
         built = self.rows["hits"]

@@ -131,7 +131,7 @@ def test_unknown_ids_are_an_error_when_none_resolve_and_change_nothing(store):
     assert "not in store: no-such-doc" in ex.verdict
 
 
-@pytest.mark.parametrize("bad", [[], [""], ["  "], [3], None, "", ["a"] * 0 + [None]])
+@pytest.mark.parametrize("bad", [[], [""], ["  "], [3], None, "", [None], ["q3", "\udc80"]])
 def test_bad_expectations_are_input_errors(store, bad):
     before = state_of(store)
     with pytest.raises(InputError):
@@ -236,3 +236,30 @@ def test_rerank_stage_and_a_read_only_handle(tmp_path):
     with Pensive(tmp_path / "s", config=HASH_CONFIG, read_only=True) as r:
         ex = r.explain(Q3, expect=["q3"], k=2)
         assert ex.items[0].found
+
+
+def test_outranked_by_passages_temporal_raised(tmp_path):
+    docs = [
+        Document(
+            "gold",
+            "The Jump is a British television series in which celebrities learn winter sports.",
+        ),
+        Document(
+            "dated",
+            "British celebrities tried winter sports on a television show in January 2014.",
+        ),
+        Document("other", "Snow fell in Scotland in March 2014."),
+    ]
+    q = "Which British television series about celebrities learning winter sports began in 2014?"
+    with Pensive(tmp_path / "s", config=HASH_CONFIG) as p:
+        p.ingest(docs)
+        (gold,) = p.explain(q, expect=["gold"], k=1).items
+        t = gold.stage("temporal")
+        assert gold.stage("graph_fused").rank == 1 and t.rank == 2
+        assert t.reason == "outranked" and t.detail["intent"].startswith("during 2014-01-01")
+        assert [c.split("#")[0] for c in t.detail["by"]] == ["dated"]
+        assert (gold.lost_at, gold.cause) == ("hits", "temporal")
+    # the control: without temporal resolution the undated passage keeps first place
+    with Pensive(tmp_path / "s", config={**HASH_CONFIG, "temporal": {"enabled": False}}) as p:
+        (gold,) = p.explain(q, expect=["gold"], k=1).items
+        assert gold.found and gold.stage("temporal") is None
