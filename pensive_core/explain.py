@@ -93,7 +93,7 @@ class StageRank:
             ``not_retrieved``, ``added``, ``raised``, ``demoted``, ``superseded``,
             ``outranked`` (temporal raised others above it), ``surfaced``, ``excluded_by_filter``, ``cut_by_k``, ``after_as_of``,
             ``not_in_archive``, ``cut_by_rerank``, ``displaced_by_l3``, ``found_by_l3``,
-            ``clipped``, ``cut_by_budget``.
+            ``clipped``, ``cut_by_budget``, ``not_counted`` (a counting question).
         detail: The reason's facts (the superseding passage, the depth, the budget...).
         note: The reason as a sentence.
     """
@@ -574,7 +574,10 @@ class _Context:
                 found=True,
                 sentence=f"{what}: found, {where} (rank {rank})",
             )
-        if lost is None or not ever:
+        if not ever and "aggregation" in self.rows:
+            lost = ("aggregation", "not_counted")
+            note = "not among the passages the count found"
+        elif lost is None or not ever:
             lost = ("retrieval", "not_retrieved")
             note = "no retriever found it"
             misses = [s.note for s in out if s.stage in _LABEL and s.note]
@@ -632,6 +635,8 @@ class _Context:
             )
         if name == "fused" and at is None:
             return "not_retrieved", {}, "found by no retriever"
+        if name == "aggregation" and at is None:
+            return "not_counted", {}, "not among the passages the count found"
         if name == "graph_fused":
             if at is not None and before is None:
                 how = "the relay" if self.find("relay", item.passages) else "graph activation"

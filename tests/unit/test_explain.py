@@ -263,3 +263,17 @@ def test_outranked_by_passages_temporal_raised(tmp_path):
     with Pensive(tmp_path / "s", config={**HASH_CONFIG, "temporal": {"enabled": False}}) as p:
         (gold,) = p.explain(q, expect=["gold"], k=1).items
         assert gold.found and gold.stage("temporal") is None
+
+
+def test_a_counting_question_is_explained_by_its_count(tmp_path):
+    from tests.unit.test_graph_aggregate import DOCS, GRAPH
+
+    q = "How many times did Caroline go to Lisbon?"
+    with Pensive(tmp_path / "s", config=GRAPH) as p:
+        p.ingest(DOCS)
+        ex = p.explain(q, expect=["d1", "d2"], k=2)
+        d1, d2 = ex.items
+        assert d1.found and d1.stage("aggregation").rank == 1
+        assert (d2.lost_at, d2.reason) == ("aggregation", "not_counted")
+        assert [s.name for s in ex.stages if s.ran] == ["aggregation", "final"]
+        assert list(ex.hits) == p.query(q, k=2).hits
