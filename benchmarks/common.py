@@ -154,7 +154,8 @@ def explain_failures(
 
     Args:
         p: An open :class:`~pensive_core.Pensive` store.
-        questions: ``{"id", "text", "expect": [document ids], "filters": optional}`` each.
+        questions: ``{"id", "text", "expect": [document ids], "filters", "split"}`` each (the
+            last two optional; the summary counts failures per split).
         out: The folder to write (created).
         k: Hits asked for (the benchmark's cut-off).
 
@@ -171,12 +172,16 @@ def explain_failures(
     reasons: Counter[str] = Counter()
     causes: Counter[str] = Counter()
     n = failing = lost_items = found_items = 0
+    splits: dict[str, Counter[str]] = {}
     for q in questions:
         n += 1
+        split = splits.setdefault(str(q.get("split", "all")), Counter())
+        split["questions"] += 1
         try:
             ex = p.explain(q["text"], list(q["expect"]), k, filters=q.get("filters"))
         except NotFoundError:
             failing += 1
+            split["failing"] += 1
             lost_at["not in store"] += len(q["expect"])
             continue
         lost = [t for t in ex.items if t.kind != "missing" and not t.found]
@@ -185,12 +190,14 @@ def explain_failures(
         if not lost and not ex.missing:
             continue
         failing += 1
+        split["failing"] += 1
         lost_items += len(lost)
         for t in lost:
             lost_at[str(t.lost_at)] += 1
             reasons[f"{t.lost_at}: {t.reason}"] += 1
             if t.cause:
-                causes[t.cause] += 1
+                moved = t.stage(t.cause)
+                causes[f"{t.cause}: {moved.reason if moved else None}"] += 1
         name = re.sub(r"[^A-Za-z0-9._-]", "_", str(q["id"]))[:120] or "question"
         record = {"id": q["id"], **ex.to_dict()}
         (out / f"{name}.json").write_text(json.dumps(record, indent=1, ensure_ascii=False))
@@ -203,6 +210,7 @@ def explain_failures(
         "lost_at": dict(lost_at.most_common()),
         "reason": dict(reasons.most_common()),
         "cut_by_k_moved_below_by": dict(causes.most_common()),
+        "by_split": {name: dict(c) for name, c in splits.items()},
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(f"explained {failing} failing of {n} questions into {out}: {summary}")

@@ -415,7 +415,7 @@ def main(argv: list[str] | None = None) -> None:
         store = folder(args.store, "hotpotqa")
         build(store, docs)
         asked = [
-            {"id": q["id"], "text": q["text"], "expect": sorted(q["gold"])}
+            {"id": q["id"], "text": q["text"], "expect": sorted(q["gold"]), "split": q["split"]}
             for q in questions[: args.limit]
         ]
         with Pensive(store, config=merged({})) as p:

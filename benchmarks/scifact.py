@@ -68,7 +68,12 @@ def main(argv: list[str] | None = None) -> None:
         # documents of the top 10 passages
         p, _ = build_store(store, docs, {"router": {"l1": False}})
         judged = [
-            {"id": q, "text": queries[q], "expect": [d for d, s in qrels[q].items() if s > 0]}
+            {
+                "id": q,
+                "text": queries[q],
+                "expect": [d for d, s in qrels[q].items() if s > 0],
+                "split": half_of(q),
+            }
             for q in list(qrels)[: args.limit]
         ]
         explain_failures(p, judged, args.explain_failures, 10)

@@ -29,6 +29,7 @@ def test_failing_questions_are_explained_and_counted(tmp_path):
     assert summary["expected_found"] == 2 and summary["expected_lost"] == 1
     assert summary["lost_at"] == {"hits": 1, "not in store": 1}
     assert summary["reason"] == {"hits: cut_by_k": 1}
+    assert summary["by_split"] == {"all": {"questions": 3, "failing": 2}}
     assert json.loads((tmp_path / "out" / "summary.json").read_text()) == summary
 
 
