@@ -91,7 +91,7 @@ class StageRank:
         chunk_id: The passage that ranked (None when absent).
         reason: A stable code for what the stage did to it (None: nothing to say):
             ``not_retrieved``, ``added``, ``raised``, ``demoted``, ``superseded``,
-            ``outranked`` (temporal raised others above it), ``surfaced``, ``excluded_by_filter``, ``cut_by_k``, ``after_as_of``,
+            ``outranked`` (the graph or temporal stage raised others above it), ``surfaced``, ``excluded_by_filter``, ``cut_by_k``, ``after_as_of``,
             ``not_in_archive``, ``cut_by_rerank``, ``displaced_by_l3``, ``found_by_l3``,
             ``clipped``, ``cut_by_budget``, ``not_counted`` (a counting question).
         detail: The reason's facts (the superseding passage, the depth, the budget...).
@@ -641,6 +641,8 @@ class _Context:
             if at is not None and before is None:
                 how = "the relay" if self.find("relay", item.passages) else "graph activation"
                 return "added", {"by": how}, f"added by {how}"
+            if at is not None and before is not None and at[0] > before[0]:
+                return self.outranked(at, before, "graph_fused")
             return self.moved(at, before)
         if name == "temporal":
             return self.temporal(at, before)
@@ -727,23 +729,30 @@ class _Context:
         return "demoted", {}, f"demoted by temporal from {before[0]} to {at[0]}"
 
     def outranked(
-        self, at: tuple[int, float, str], before: tuple[int, float, str]
+        self, at: tuple[int, float, str], before: tuple[int, float, str], stage: str = "temporal"
     ) -> tuple[str, dict[str, Any], str]:
-        """Not demoted itself: passages temporal raised (or surfaced) took its place."""
-        prior = next(n for n in ("context", "graph_fused", "fused") if n in self.rows)
+        """Not demoted itself: passages the stage raised (or added) took its place."""
+        order = [n for n, _ in STAGES if n in self.rows and _KIND[n] == "order"]
+        prior = order[order.index(stage) - 1]
         was = {cid: i for i, (cid, _) in enumerate(self.rows[prior], start=1)}
-        above = [cid for cid, _ in self.rows["temporal"][: at[0] - 1]]
+        above = [cid for cid, _ in self.rows[stage][: at[0] - 1]]
         passed = [c for c in above if was.get(c, 10**9) > before[0]]
-        intent = self.state.intent
-        asked = "no time" if intent is None else intent.kind
-        for end in (intent.start, intent.end) if intent is not None else ():
-            if end is not None:
-                asked += f" {end.date().isoformat()}"
+        detail: dict[str, Any] = {"by": passed}
+        why = ""
+        if stage == "temporal":
+            intent = self.state.intent
+            asked = "no time" if intent is None else intent.kind
+            for end in (intent.start, intent.end) if intent is not None else ():
+                if end is not None:
+                    asked += f" {end.date().isoformat()}"
+            detail["intent"] = asked
+            why = f"the question asks about {asked}; "
+        name = "the graph stage" if stage == "graph_fused" else stage
         return (
             "outranked",
-            {"by": passed, "intent": asked},
-            f"down from {before[0]} to {at[0]}: temporal raised {len(passed)} passages above "
-            f"it (the question asks about {asked}; {', '.join(passed[:3])})",
+            detail,
+            f"down from {before[0]} to {at[0]}: {name} raised {len(passed)} passages above "
+            f"it ({why}{', '.join(passed[:3])})",
         )
 
     def not_a_hit(self, before: tuple[int, float, str]) -> tuple[str, dict[str, Any], str]:
