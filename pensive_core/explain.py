@@ -751,8 +751,8 @@ class _Context:
         return (
             "outranked",
             detail,
-            f"down from {before[0]} to {at[0]}: {name} raised {len(passed)} passages above "
-            f"it ({why}{', '.join(passed[:3])})",
+            f"down from {before[0]} to {at[0]}: {name} raised {len(passed)} "
+            f"passage{'s' * (len(passed) != 1)} above it ({why}{', '.join(passed[:3])})",
         )
 
     def not_a_hit(self, before: tuple[int, float, str]) -> tuple[str, dict[str, Any], str]:
