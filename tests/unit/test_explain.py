@@ -277,3 +277,17 @@ def test_a_counting_question_is_explained_by_its_count(tmp_path):
         assert (d2.lost_at, d2.reason) == ("aggregation", "not_counted")
         assert [s.name for s in ex.stages if s.ran] == ["aggregation", "final"]
         assert list(ex.hits) == p.query(q, k=2).hits
+
+
+def test_explain_learns_nothing(tmp_path):
+    cfg = {**HASH_CONFIG, "graph": {"learning": {"enabled": True, "deterministic": True}}}
+    with Pensive(tmp_path / "s", config=cfg) as p:
+        p.ingest(docs_corpus())
+        clock = p.components.archive.get_meta("learning_clock")
+        first = p.explain(Q3, expect=["q3"], k=3)
+        again = p.explain(Q3, expect=["q3"], k=3)
+        assert p.components.archive.get_meta("learning_clock") == clock
+        assert list(first.hits) == list(again.hits)
+        assert [s.score for s in first.items[0].stages] == [s.score for s in again.items[0].stages]
+        p.query(Q3, k=3)  # a query does learn: the clock moves
+        assert p.components.archive.get_meta("learning_clock") != clock
