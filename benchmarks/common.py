@@ -130,3 +130,93 @@ def source_state() -> dict[str, Any]:
         "commit": git("rev-parse", "HEAD").strip() or None,
         "pensive_core_uncommitted": [line[3:] for line in changed.splitlines()],
     }
+
+
+# -- explain the failures ----------------------------------------------------------------------
+def add_explain_arguments(ap: argparse.ArgumentParser) -> None:
+    """``--explain-failures DIR`` and ``--limit N`` (the diagnostic mode of a benchmark)."""
+    ap.add_argument(
+        "--explain-failures",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="run the default configuration only and write one Pensive.explain JSON per "
+        "failing question (an expected document not in the top k) and DIR/summary.json; "
+        "no results file is written",
+    )
+    ap.add_argument(
+        "--limit", type=int, default=None, help="with --explain-failures: the first N questions"
+    )
+
+
+def explain_failures(
+    p: Any, questions: Iterable[dict[str, Any]], out: Path, k: int
+) -> dict[str, Any]:
+    """Explain each question and keep the failing ones: one ``out/ID.json`` per question whose
+    expected documents are not all in the final hits, and ``out/summary.json`` (also returned):
+    how many expected items were lost at each stage, for which reason, and which stage moved
+    those cut by k below the first k.
+
+    Args:
+        p: An open :class:`~pensive_core.Pensive` store.
+        questions: ``{"id", "text", "expect": [document ids], "filters", "split"}`` each (the
+            last two optional; the summary counts failures per split).
+        out: The folder to write (created).
+        k: Hits asked for (the benchmark's cut-off).
+
+    Returns:
+        The summary.
+    """
+    import re
+    from collections import Counter
+
+    from pensive_core import NotFoundError
+
+    out.mkdir(parents=True, exist_ok=True)
+    lost_at: Counter[str] = Counter()
+    reasons: Counter[str] = Counter()
+    causes: Counter[str] = Counter()
+    n = failing = lost_items = found_items = 0
+    splits: dict[str, Counter[str]] = {}
+    for q in questions:
+        n += 1
+        split = splits.setdefault(str(q.get("split", "all")), Counter())
+        split["questions"] += 1
+        try:
+            ex = p.explain(q["text"], list(q["expect"]), k, filters=q.get("filters"))
+        except NotFoundError:
+            failing += 1
+            split["failing"] += 1
+            lost_at["not in store"] += len(q["expect"])
+            continue
+        lost = [t for t in ex.items if t.kind != "missing" and not t.found]
+        found_items += sum(1 for t in ex.items if t.found)
+        lost_at["not in store"] += len(ex.missing)
+        if not lost and not ex.missing:
+            continue
+        failing += 1
+        split["failing"] += 1
+        lost_items += len(lost)
+        for t in lost:
+            lost_at[str(t.lost_at)] += 1
+            reasons[f"{t.lost_at}: {t.reason}"] += 1
+            if t.cause:
+                moved = t.stage(t.cause)
+                causes[f"{t.cause}: {moved.reason if moved else None}"] += 1
+        name = re.sub(r"[^A-Za-z0-9._-]", "_", str(q["id"]))[:120] or "question"
+        record = {"id": q["id"], **ex.to_dict()}
+        (out / f"{name}.json").write_text(json.dumps(record, indent=1, ensure_ascii=False))
+    summary = {
+        "questions": n,
+        "failing": failing,
+        "k": k,
+        "expected_found": found_items,
+        "expected_lost": lost_items,
+        "lost_at": dict(lost_at.most_common()),
+        "reason": dict(reasons.most_common()),
+        "cut_by_k_moved_below_by": dict(causes.most_common()),
+        "by_split": {name: dict(c) for name, c in splits.items()},
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(f"explained {failing} failing of {n} questions into {out}: {summary}")
+    return summary

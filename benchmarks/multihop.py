@@ -21,6 +21,7 @@ LoCoMo, SciFact or the untitled paragraphs.
 The L1 cache is off, so every question is retrieved.
 
     python -m benchmarks.multihop [--store DIR] [--scifact-store DIR]
+    python -m benchmarks.multihop --explain-failures DIR [--limit N]   # where failures are lost
 """
 
 from __future__ import annotations
@@ -37,9 +38,11 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import (
+    add_explain_arguments,
     base_parser,
     chunk_doc,
     environment,
+    explain_failures,
     retrieved,
     split_of,
     write_results,
@@ -396,6 +399,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = base_parser(__doc__ or "")
     ap.add_argument("--scifact-store", type=Path, default=None, help="reuse a SciFact store")
     ap.add_argument("--no-scifact", action="store_true", help="skip the SciFact check")
+    add_explain_arguments(ap)
     args = ap.parse_args(argv)
     temps: list[Path] = []
 
@@ -404,6 +408,22 @@ def main(argv: list[str] | None = None) -> None:
             return given / sub if sub else given
         temps.append(Path(tempfile.mkdtemp(prefix=f"pensive-{sub or 'scifact'}-")))
         return temps[-1]
+
+    if args.explain_failures is not None:
+        # HotpotQA-100 with the default graph settings: a question fails when a supporting
+        # paragraph is not among the top 5 hits (all@5)
+        docs, questions = load_hotpot(args.data)
+        store = folder(args.store, "hotpotqa")
+        build(store, docs)
+        asked = [
+            {"id": q["id"], "text": q["text"], "expect": sorted(q["gold"]), "split": q["split"]}
+            for q in questions[: args.limit]
+        ]
+        with Pensive(store, config=merged({})) as p:
+            explain_failures(p, asked, args.explain_failures, 5)
+        for t in temps:
+            shutil.rmtree(t, ignore_errors=True)
+        return
 
     payload: dict[str, Any] = {"environment": environment(), "data": {}}
     steps: list[tuple[str, Callable[[], None]]] = []

@@ -12,6 +12,7 @@ excludes the query embedding (peers get precomputed query vectors, Pensive's own
 is subtracted), "end to end" includes it.
 
     python -m benchmarks.scifact [--data DIR] [--latency-queries N] [--repeats R]
+    python -m benchmarks.scifact --explain-failures DIR [--limit N]   # where failures are lost
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ from typing import Any
 
 from benchmarks import peers as peer_mod
 from benchmarks.common import (
+    add_explain_arguments,
     base_parser,
     chunk_doc,
     doc_ranking,
     environment,
+    explain_failures,
     half_of,
     retrieved,
     split_of,
@@ -56,10 +59,27 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--latency-queries", type=int, default=200)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--no-peers", action="store_true", help="skip the LangChain/LlamaIndex peers")
+    add_explain_arguments(ap)
     args = ap.parse_args(argv)
 
     docs, queries, qrels = load(args.data)
     store = args.store or Path(tempfile.mkdtemp(prefix="pensive-scifact-"))
+    if args.explain_failures is not None:
+        # the default configuration only: a failing claim has a relevant abstract outside the
+        # documents of the top 10 passages
+        p, _ = build_store(store, docs, {"router": {"l1": False}})
+        judged = [
+            {
+                "id": q,
+                "text": queries[q],
+                "expect": [d for d, s in qrels[q].items() if s > 0],
+                "split": half_of(q),
+            }
+            for q in list(qrels)[: args.limit]
+        ]
+        explain_failures(p, judged, args.explain_failures, 10)
+        p.close()
+        return
     print(f"ingesting {len(docs)} SciFact abstracts into {store} ...", flush=True)
     # L2 is what is measured: repeats must not be answered by the L1 cache
     p, ingest = build_store(store, docs, {"router": {"l1": False}})

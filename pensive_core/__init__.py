@@ -17,6 +17,7 @@ from .errors import (
     SchemaVersionError,
     StorageError,
 )
+from .explain import ExpectedTrace, Explanation, StageInfo, StageRank
 from .fusion import Fused, rrf, weighted, zscore
 from .integrity import repair_store, verify_store
 from .memory import (
@@ -57,6 +58,8 @@ __all__ = [
     "Document",
     "DriftDetector",
     "DriftSignal",
+    "ExpectedTrace",
+    "Explanation",
     "Fused",
     "Hit",
     "HypervectorSelector",
@@ -71,6 +74,8 @@ __all__ = [
     "PromptItem",
     "QueryResult",
     "SchemaVersionError",
+    "StageInfo",
+    "StageRank",
     "StorageError",
     "TimeScope",
     "Tokenizer",

@@ -574,11 +574,12 @@ class L1Memory:
         self._fresh = True
 
     # -- lookup -------------------------------------------------------------------------------
-    def get(self, qk: QueryKey) -> Cached | None:
+    def get(self, qk: QueryKey, *, peek: bool = False) -> Cached | None:
         """The cached answer for a question, or None.
 
         Served from memory, after catching up with other processes unless :meth:`sync` was
-        called since the last ``get``.
+        called since the last ``get``. ``peek``: only look (explain): no hit or miss counted,
+        no frequency, alias or expiry recorded.
         """
         if not self._fresh:
             self._catch_up()
@@ -600,10 +601,20 @@ class L1Memory:
         if entry is None and self.fuzzy and qk.words:
             match = "fuzzy"
             entry = self._fuzzy(qk)
+        expired = entry is not None and time.time() - entry.created > self.ttl_s
+        if peek:
+            if entry is None or expired:
+                return None
+            hits = entry.hits if entry.hits is not None else self._load_hits(entry)
+            return (
+                None
+                if hits is None
+                else Cached(hits, entry.confidence, entry.tier, match, entry.text)
+            )
         if entry is None:
             self.misses += 1
             return None
-        if time.time() - entry.created > self.ttl_s:
+        if expired:
             self._drop([entry.key])
             self.misses += 1
             return None
@@ -807,8 +818,9 @@ class AnswerCache(Protocol):
         """Catch up with invalidations another process made."""
         ...
 
-    def get(self, qk: QueryKey) -> Cached | None:
-        """The cached answer to the question (or a variant of it), or None."""
+    def get(self, qk: QueryKey, *, peek: bool = False) -> Cached | None:
+        """The cached answer to the question (or a variant of it), or None (``peek``: look
+        without counting or recording anything)."""
         ...
 
     def put(

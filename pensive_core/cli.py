@@ -1,6 +1,6 @@
 """The ``pensive`` command: everything ``pensive serve`` offers over HTTP, done locally.
 
-Documents: ``ingest``, ``query``, ``get``, ``delete``; the store: ``stats``, ``config``,
+Documents: ``ingest``, ``query``, ``explain``, ``get``, ``delete``; the store: ``stats``, ``config``,
 ``health``, ``reindex``; conversation memory: ``chat list|add|turns|recall|context|clear``;
 the HTTP service itself: ``serve``; MCP hosts: ``mcp``; and ``bench``. Every store command
 takes ``--namespace/-n`` (the store folder of that namespace under ``--store``), as the
@@ -42,6 +42,7 @@ from .cli_format import (
     wrap_phrases,
 )
 from .errors import InputError, NotFoundError, PensiveError, StorageError
+from .explain_cli import explain_command
 from .mcp_cli import mcp_command
 from .namespaces import DEFAULT_NAMESPACE, namespace_path
 from .wire import document_json, hit_json, result_json, turn_json
@@ -947,6 +948,7 @@ def serve(
 
 
 app.command("mcp")(mcp_command)  # in its own module: this file is near its size limit
+app.command("explain")(explain_command)
 
 
 def main(args: list[str] | None = None) -> None:

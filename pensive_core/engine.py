@@ -22,6 +22,7 @@ from .components import Components, Plugins, open_components
 from .context.base import ContextGenerator
 from .embedders.base import Embedder
 from .errors import ConfigError, NotFoundError, PensiveError
+from .explain import explain_query
 from .files import disk_error
 from .graph.extract import EntityExtractor
 from .ingest import Committer, IngestPipeline, L1Invalidation, move_vectors
@@ -368,6 +369,8 @@ class Pensive:
                     raise
                 raise err from exc
             return self._record(res)
+
+    explain = explain_query  # where expected items ranked in every stage, and why they were lost
 
     def _record(self, res: QueryResult) -> QueryResult:
         # under the lock: a flush writes to the connection an ingest may be writing to

@@ -36,6 +36,7 @@ from .stats import RouterStats
 from .types import QueryResult
 
 if TYPE_CHECKING:
+    from .cache import QueryKey
     from .components import Components
 
 __all__ = [
@@ -104,8 +105,7 @@ class Router:
         return dataclasses.replace(res, hits=hits, query=req.text, latency_ms=elapsed_ms(t0))
 
     def tiers(self, req: QueryRequest, t0: float) -> QueryResult:
-        """L1, aggregation, then :meth:`answer`: the answer to a request without pins."""
-        comps = self.comps
+        """L1, then :meth:`compute`: the answer to a request without pins."""
         qk = self.cache.key(req)
         if qk is not None:
             cached = self.cache.lookup(qk)
@@ -130,12 +130,22 @@ class Router:
                     weak=weak,
                 )
         state = QueryState(req.text, req.k, req.cutoff, req.where, req.context)
+        return self.compute(req, state, t0, qk)
+
+    def compute(
+        self, req: QueryRequest, state: QueryState, t0: float, qk: QueryKey | None = None
+    ) -> QueryResult:
+        """The answer L1 did not give: a count, or L2 (and L3). Learning and the L1 store
+        follow, except when ``state.trace`` is set (explain changes nothing) or ``qk`` is
+        None (no L1 store)."""
+        comps = self.comps
         # (after L1: the check costs more than a cache hit, and counts are never cached)
         if self.aggregation.applies(req.text):
             counted = self.aggregation.run(state)
             if counted is not None:
                 hits, agg = counted
                 hits = matched(comps, hits, req.text)
+                state.snap("aggregation", hits)
                 kept, best, weak = verdict(hits, req.min_score)  # the count is kept whole
                 return QueryResult(
                     kept,
@@ -149,10 +159,11 @@ class Router:
                     weak=weak,
                 )
         ans = self.answer(state)
-        if comps.learning is not None and not comps.read_only and ans.hits:
-            assert comps.graph_views is not None
+        learn = comps.learning is not None and not comps.read_only and state.trace is None
+        if learn and ans.hits:
+            assert comps.graph_views is not None and comps.learning is not None
             comps.learning.learn_from(ans.hits, state.seeds, comps.graph_views)
-        if qk is not None and not ans.relative:
+        if qk is not None and not ans.relative and state.trace is None:
             self.cache.store(qk, ans.hits, ans.confidence, ans.tier, ans.deps)
         kept, best, weak = verdict(ans.hits, req.min_score)  # after L1 stored every hit
         return QueryResult(
@@ -178,17 +189,28 @@ class Router:
         if comps.sparse.n_live and (state.allowed is None or state.allowed):
             self.context.expand(state)
             self.retrieval.run(state)
+            state.snap("fused", state.fused)  # explain's records: the lists computed here
             self.graph.run(state)
-            self.context.raise_scores(state)
-            self.temporal.run(state)
+            state.snap("graph_fused", state.fused)
+            if state.context:
+                self.context.raise_scores(state)
+                state.snap("context", state.fused)
+            if self.temporal.on:
+                self.temporal.run(state)
+                state.snap("temporal", state.fused)
             if state.allowed is not None:  # a surfaced statement must pass the filter too
                 state.fused = [f for f in state.fused if f.id in state.allowed]
+                state.snap("filter", state.fused)
         with state.timed("fetch_ms"):
             hits = self.hits.build(state.fused, self.rerank.candidates(state.k), state.cutoff)
+        state.snap("hits", hits)
         state.hits = self.rerank.run(state, hits) if self.rerank.on else hits
+        if self.rerank.on:
+            state.snap("rerank", state.hits)
         state.confidence = confidence(state.fused, state.lists)
         state.tier = "L2"
         self.escalation.run(state)
+        state.snap("l3", state.hits)
         state.hits = with_matches(comps, state.hits, state.qvec, state.lists.get("dense", []))
         # the fused order that decides the answer: its hits' (or, reranked, its candidates')
         decides = self.rerank.candidates(state.k) if self.rerank.on else len(state.hits)

@@ -93,7 +93,9 @@ class Escalation:
         allowed = state.allowed
         missing = missing_needles(exact_needles(text), hits) if router.l3_exact else []
         low = not hits or conf < router.l3_below
-        if not missing and not low:
+        why = "exact" if missing else "low_confidence" if low else None
+        state.note("l3", {"reason": why, "missing": missing, "confidence": conf})
+        if why is None:
             return
         counts = comps.counters["l3"]
         with state.timed("l3_ms"):
@@ -117,6 +119,7 @@ class Escalation:
                     l3.append(hit)
                     if len(l3) == k:
                         break
+        state.note("l3", {"reason": why, "missing": missing, "confidence": conf, "found": l3})
         if not l3:
             return
         counts["found"] += 1

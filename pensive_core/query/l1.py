@@ -76,10 +76,10 @@ class CacheStage:
             settings = (*settings, canonical(req.where))
         return make_key(req.text, req.k, to_iso(req.cutoff), settings)
 
-    def lookup(self, qk: QueryKey) -> Cached | None:
-        """The cached answer under ``qk``, or None."""
+    def lookup(self, qk: QueryKey, *, peek: bool = False) -> Cached | None:
+        """The cached answer under ``qk``, or None (``peek``: look only, count nothing)."""
         assert self._comps.l1 is not None
-        return self._comps.l1.get(qk)
+        return self._comps.l1.get(qk, peek=peek)
 
     def store(
         self, qk: QueryKey, hits: list[Hit], confidence: float, tier: str, deps: Deps

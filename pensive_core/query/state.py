@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -18,12 +18,34 @@ from ..fusion import Fused
 from ..temporal import TimeIntent
 from ..types import Hit, TimeScope
 
-__all__ = ["Answer", "QueryState", "elapsed_ms"]
+__all__ = ["Answer", "QueryState", "Trace", "elapsed_ms"]
 
 
 def elapsed_ms(t0: float) -> float:
     """Milliseconds since ``t0`` (a ``time.perf_counter()`` reading)."""
     return (time.perf_counter() - t0) * 1000.0
+
+
+@dataclass(eq=False)
+class Trace:
+    """What :meth:`Pensive.explain <pensive_core.Pensive.explain>` records of one question:
+    the candidate order after each stage, copied from the lists the router computed (not
+    computed again), and what a stage decided about single passages.
+
+    Attributes:
+        orders: Stage name -> ``(passage id, score)`` best first, in the order stages ran.
+        notes: What stages tell beyond an order (``superseded``: passage -> the newer passage
+            that superseded it by subject; ``l3``: why L3 was asked and what it found).
+    """
+
+    orders: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    def snap(self, stage: str, rows: Sequence[Fused | Hit]) -> None:
+        """Keep a copy of ``rows`` (fused candidates or hits) as the order after ``stage``."""
+        self.orders[stage] = [
+            (r.chunk_id, r.score) if isinstance(r, Hit) else (r.id, r.score) for r in rows
+        ]
 
 
 @dataclass(eq=False)
@@ -51,6 +73,7 @@ class QueryState:
         confidence: L2's (or L3's) confidence in [0, 1].
         tier: ``"L2"`` or ``"L3"``.
         timings: Milliseconds per timed step (``QueryResult.timings``).
+        trace: Set by explain: each stage's order is recorded there (None: a plain query).
     """
 
     text: str
@@ -71,6 +94,17 @@ class QueryState:
     confidence: float = 0.0
     tier: str = "L2"
     timings: dict[str, float] = field(default_factory=dict)
+    trace: Trace | None = None
+
+    def snap(self, stage: str, rows: Sequence[Fused | Hit]) -> None:
+        """Record the order after ``stage`` when explaining (a plain query: nothing)."""
+        if self.trace is not None:
+            self.trace.snap(stage, rows)
+
+    def note(self, key: str, value: Any) -> None:
+        """Record what a stage decided, when explaining."""
+        if self.trace is not None:
+            self.trace.notes[key] = value
 
     @contextmanager
     def timed(self, name: str) -> Iterator[None]:

@@ -149,6 +149,7 @@ class TemporalStage:
                 )
             )
         older = superseded(cands, at, c.subject_similarity, c.subject_relevance)
+        state.note("superseded", dict(older))
         if not older:
             return state.fused
         # the newer passage stands in for what it supersedes (as a surfaced statement does):

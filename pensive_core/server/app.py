@@ -44,7 +44,7 @@ from ..types import Document
 from ..wire import document_json, result_json
 from .keys import KeyRing
 from .monitor import Job, Monitor
-from .schemas import ContextIn, ErrorBody, IngestIn, QueryIn, QueryOut, RecallIn, TurnIn
+from .schemas import ContextIn, ErrorBody, ExplainIn, IngestIn, QueryIn, QueryOut, RecallIn, TurnIn
 from .worker import WorkerError, Writer
 
 try:
@@ -81,7 +81,8 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         400: "Bad input (invalid_input, invalid_json, invalid_utf8, json_too_deep, "
         "query_too_long, invalid_body)",
         401: "Missing or unknown API key (unauthorized)",
-        404: "No such document, job, session or route (not_found)",
+        404: "No such document, job, session or route, or no expected id of an explain "
+        "in the store (not_found)",
         405: "The route does not take this method (method_not_allowed)",
         409: "The store contradicts the server's config (config_error)",
         413: "Too large (payload_too_large, document_too_large, too_many_documents)",
@@ -693,6 +694,26 @@ def create_app(
 
         res = await svc.blocking(work)
         return result_json(res)
+
+    @app.post("/v1/explain", tags=["query"])
+    async def explain(body: ExplainIn, ns: str = Ns) -> dict[str, Any]:
+        """Where each expected document or passage ranked in every stage of the question, and
+        where it was lost (nothing is cached, learned or counted; see ``pensive explain``)."""
+        check_query(body.text, body.k)
+
+        def work() -> dict[str, Any]:
+            with svc.reader(ns) as r:
+                ex = r.explain(
+                    body.text,
+                    body.expect,
+                    body.k,
+                    token_budget=body.token_budget,
+                    as_of=body.as_of,
+                    filters=body.filters,
+                )
+            return ex.to_dict()
+
+        return await svc.blocking(work)
 
     # -- documents --------------------------------------------------------------------------------
     @app.post(

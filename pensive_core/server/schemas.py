@@ -22,6 +22,7 @@ __all__ = [
     "DocumentIn",
     "IngestIn",
     "QueryIn",
+    "ExplainIn",
     "HitOut",
     "QueryOut",
     "TurnIn",
@@ -105,6 +106,21 @@ class QueryIn(_In):
         description="Document ids forced into the result (each its best passage, marked "
         'pinned, ahead of the k retrieved hits); @id and @"Title" in text pin too.',
     )
+
+
+class ExplainIn(_In):
+    text: StrictStr = Field(min_length=1)
+    expect: list[StrictStr] = Field(
+        min_length=1,
+        max_length=100,
+        description="Document ids or passage ids the answer should hold.",
+    )
+    k: StrictInt = Field(5, ge=1, le=1000)
+    token_budget: StrictInt | None = Field(
+        None, ge=1, le=1_000_000, description="Also check the prompt built within this budget."
+    )
+    as_of: IsoTime | None = None
+    filters: dict[StrictStr, Any] | None = Field(None, description="Mongo-style metadata filter.")
 
 
 class HitOut(BaseModel):

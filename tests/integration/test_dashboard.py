@@ -285,3 +285,59 @@ def test_query_text_is_shown_as_text(server, page, tmp_path):
     assert page.locator("#evil").count() == 0
     assert text(page, "#tier-L1 .count") == "0"
     assert text(page, "#tier-L1 .p50") == "–"  # no L1 query in this namespace yet
+
+
+def test_explain_panel_shows_each_stage_and_where_an_item_was_lost(server, page):
+    """A recent query's explain button fills the panel; the table is POST /v1/explain's answer
+    (ranks and reasons per stage), with user-given ids written as text."""
+    with api(server, KEY) as c:
+        docs = docs_corpus()
+        r = c.post(
+            "/v1/documents",
+            json={"documents": [{"id": d.id, "text": d.text} for d in docs], "wait": True},
+        )
+        assert r.status_code == 200, r.text
+        q = "Which invoice did Globex pay?"
+        assert c.post("/v1/query", json={"text": q, "k": 1}).status_code == 200
+        body = {"text": q, "expect": ["inv", "tea", XSS], "k": 1}
+        truth = c.post("/v1/explain", json=body).json()
+    tea = next(i for i in truth["items"] if i["id"] == "tea")
+    assert tea["found"] is False and tea["lost_at"] in ("hits", "retrieval")
+
+    connect(page, KEY)
+    newest = page.locator("#recent tbody tr").nth(0)
+    expect(newest.locator("td.q")).to_have_text(q)
+    newest.locator("button.explain-q").click()
+    assert page.locator("#explain-text").input_value() == q
+    assert page.locator("#explain-k").input_value() == "1"
+    page.fill("#explain-expect", f"inv, tea, {XSS}")
+    page.click("#explain-run")
+    verdict = page.locator("#explain .verdict")
+    expect(verdict).to_have_text("verdict: " + truth["verdict"])
+    # one column per item in the store, one row per stage that ran, each cell the API's rank
+    heads = page.locator("#explain .stages thead th")
+    assert [heads.nth(i).inner_text() for i in range(heads.count())] == ["stage", "inv", "tea"]
+    ran = [s["name"] for s in truth["stages"] if s["ran"]]
+    rows = page.locator("#explain .stages tbody tr")
+    assert rows.count() == len(ran)
+    items = [i for i in truth["items"] if i["kind"] != "missing"]
+    for n, stage in enumerate(ran):
+        row = rows.nth(n)
+        assert row.get_attribute("data-stage") == stage
+        for col, item in enumerate(items, start=1):
+            s = next((x for x in item["stages"] if x["stage"] == stage), {})
+            cell = row.locator("td").nth(col)
+            rank = "–" if s.get("rank") is None else f"#{s['rank']}"
+            assert cell.locator("b").inner_text() == rank
+            if s.get("note"):
+                assert cell.locator(".note").inner_text() == s["note"]
+    sentences = page.locator("#explain .sentences li")
+    assert sentences.count() == 3
+    assert sentences.nth(2).inner_text() == f"{XSS}: not in store (no such document or passage)"
+    assert page.locator("img").count() == 0
+    # an expectation that names nothing: the API's message, shown as an error
+    page.fill("#explain-expect", "nothing-like-it")
+    page.click("#explain-run")
+    expect(verdict).to_contain_text("none of the expected ids")
+    assert "bad" in (verdict.get_attribute("class") or "")
+    assert page.locator("#explain .stages tbody tr").count() == 0

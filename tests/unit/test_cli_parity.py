@@ -23,6 +23,7 @@ from tests.conftest import HASH_CONFIG
 # only ("{id}" matches the server's "{doc_id:path}").
 ROUTES: dict[tuple[str, str], str] = {
     ("POST", "/v1/query"): "query",  # --as-of, --filter, --json
+    ("POST", "/v1/explain"): "explain",  # --expect, --budget, --json
     ("POST", "/v1/documents"): "ingest",  # JSON documents: a .jsonl file, one a line
     ("POST", "/v1/documents/upload"): "ingest",  # files and folders
     ("GET", "/v1/documents/{id}"): "get",

@@ -37,7 +37,9 @@ def _answers(b, ns=""):
 
 
 def _graph(b, ns=""):
-    return b._faiss.serialize_index(b.raw_index(namespace=ns)).tobytes()
+    import faiss
+
+    return faiss.serialize_index(b.raw_index(namespace=ns)).tobytes()
 
 
 @pytest.mark.parametrize("kind", ["flat", "hnsw"])
