@@ -187,6 +187,9 @@ class EmbedderConfig(_Section):
     # how one query is embedded: "auto" = onnxruntime on the exported model when it reproduces
     # PyTorch's vectors (10-11 ms against 26-29 ms p50 for torch, one thread, machine loaded)
     query_runtime: Literal["auto", "torch", "onnx"] = "auto"
+    # how passages are embedded at ingest: "auto" = onnxruntime on the same verified export,
+    # batches sorted by length (benchmarks/embed_speed); "torch" = sentence-transformers
+    batch_runtime: Literal["auto", "torch", "onnx"] = "auto"
 
 
 class ChunkingConfig(_Section):

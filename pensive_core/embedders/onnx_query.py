@@ -32,7 +32,7 @@ import numpy as np
 
 log = logging.getLogger(__name__)
 
-__all__ = ["OnnxQueryEncoder", "cache_dir"]
+__all__ = ["OnnxQueryEncoder", "cache_dir", "fast_tokenizer"]
 
 _PROBES = (
     "How much do I pay now for a month of trams?",
@@ -127,7 +127,7 @@ def _write(path: Path, data: bytes) -> None:
         raise
 
 
-def _fast_tokenizer(folder: Path, max_length: int | None) -> Any:
+def fast_tokenizer(folder: Path, max_length: int | None) -> Any:
     """The model's ``tokenizer.json`` through ``tokenizers`` (None when either is missing):
     no padding, truncation at ``max_length`` with the special tokens (None: none)."""
     path = folder / "tokenizer.json"
@@ -214,7 +214,7 @@ class OnnxQueryEncoder:
             path, ok = cache_dir() / f"{key}.onnx", cache_dir() / f"{key}.ok"
             if not (path.exists() and ok.exists()):
                 return None
-            tokenizer = _fast_tokenizer(folder, max_length)
+            tokenizer = fast_tokenizer(folder, max_length)
             if tokenizer is None:
                 return None
             return cls(_session(path.read_bytes(), threads), tokenizer, max_length)
@@ -260,7 +260,7 @@ class OnnxQueryEncoder:
                 with contextlib.suppress(OSError):  # unwritable: only costs a re-export
                     _write(path, model)
                 session = _session(model, threads)
-            fast = _fast_tokenizer(folder, max_length)
+            fast = fast_tokenizer(folder, max_length)
             reference_tok = st_model.tokenizer
             if fast is not None and not all(
                 fast.encode(p).ids
@@ -286,8 +286,50 @@ class OnnxQueryEncoder:
             log.warning("query embedding stays on PyTorch: export failed: %s", exc)
             return None
 
+    @property
+    def fast(self) -> bool:
+        """Whether it tokenizes through ``tokenizers`` (which batches; see :meth:`embed_batch`)."""
+        return hasattr(self._tokenizer, "encode_batch")
+
+    def embed_batch(self, texts: list[str], batch_size: int) -> np.ndarray:
+        """Unit vectors of many texts, in order. Texts are sorted by length and cut into
+        batches of ``batch_size``, so a batch pads its texts to nearly their own length.
+
+        Raises:
+            ValueError: If the encoder has no ``tokenizers`` tokenizer (see :attr:`fast`).
+        """
+        if not self.fast:
+            raise ValueError("batches need the model's tokenizer.json (tokenizers)")
+        encs = self._tokenizer.encode_batch(texts)
+        lengths = np.fromiter((len(e.ids) for e in encs), dtype=np.int64, count=len(encs))
+        order = np.argsort(-lengths, kind="stable")
+        out: np.ndarray | None = None
+        for start in range(0, len(order), max(1, batch_size)):
+            rows = order[start : start + batch_size]
+            width = int(lengths[rows[0]])
+            ids = np.zeros((len(rows), width), dtype=np.int64)
+            mask = np.zeros((len(rows), width), dtype=np.int64)
+            types = np.zeros((len(rows), width), dtype=np.int64)
+            for j, i in enumerate(rows.tolist()):
+                e = encs[i]
+                n = len(e.ids)
+                ids[j, :n], mask[j, :n], types[j, :n] = e.ids, e.attention_mask, e.type_ids
+            feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+            hidden = self._session.run(None, {k: v for k, v in feed.items() if k in self._inputs})[
+                0
+            ]
+            m = mask[:, :, None].astype(np.float32)
+            vecs = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1.0)
+            norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+            vecs = vecs / np.where(norms > 0, norms, 1.0)
+            if out is None:
+                out = np.zeros((len(texts), vecs.shape[1]), dtype=np.float32)
+            out[rows] = vecs
+        assert out is not None
+        return out
+
     def __call__(self, text: str) -> np.ndarray:
-        if hasattr(self._tokenizer, "encode_batch"):  # tokenizers.Tokenizer
+        if self.fast:  # tokenizers.Tokenizer
             e = self._tokenizer.encode(text)
             feed = {
                 "input_ids": np.asarray([e.ids], dtype=np.int64),

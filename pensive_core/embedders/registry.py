@@ -57,4 +57,5 @@ def create_embedder(cfg: EmbedderConfig) -> Embedder:
         batch_threads=cfg.batch_threads,
         workers=cfg.workers,
         query_runtime=cfg.query_runtime,
+        batch_runtime=cfg.batch_runtime,
     )

@@ -114,6 +114,7 @@ class SentenceTransformerEmbedder:
         batch_threads: int = 0,
         workers: int = 0,
         query_runtime: str = "auto",
+        batch_runtime: str = "auto",
     ) -> None:
         for module in ("torch", "sentence_transformers"):
             if importlib.util.find_spec(module) is None:  # found, not imported (seconds)
@@ -146,6 +147,11 @@ class SentenceTransformerEmbedder:
         self.query_runtime = query_runtime
         self._onnx: Any = None  # built at the first query (ingest-only processes never pay)
         self._onnx_tried = query_runtime == "torch"
+        self.batch_runtime = batch_runtime
+        self._batch: Any = None  # the export embedding passage batches (see _batch_encoder)
+        self._batch_tried = batch_runtime == "torch"
+        self._counter: Any = None  # what counts tokens: decided once, at the first count
+        self._blk = threading.Lock()
         self._qlock = threading.Lock()
         self.workers = max(0, int(workers))
         self._pool = None
@@ -245,6 +251,12 @@ class SentenceTransformerEmbedder:
         query has been embedded yet)."""
         return self._onnx
 
+    @property
+    def batch_encoder(self) -> Any:
+        """The onnxruntime encoder embedding passage batches, or None (PyTorch does, or no
+        passage has been embedded yet)."""
+        return self._batch
+
     def embed_torch(self, texts: Sequence[str], threads: int | None = None) -> np.ndarray:
         """Embed through PyTorch in this process (no workers, no onnxruntime): the reference
         the other paths are checked against.
@@ -256,12 +268,44 @@ class SentenceTransformerEmbedder:
         return self._encode(list(texts), threads or self.batch_threads)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed passages into unit vectors."""
+        """Embed passages into unit vectors (through onnxruntime on the verified export when
+        ``batch_runtime`` allows: the same vectors, see :meth:`_batch_encoder`)."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         if self._pool is not None and len(texts) >= self.WORKER_MIN_BATCHES * self.batch_size:
             return self._pool.embed(list(texts))
+        enc = self._batch_encoder()
+        if enc is not None:
+            return enc.embed_batch(list(texts), self.batch_size)
         return self._encode(list(texts), self.batch_threads)
+
+    def warm(self) -> None:
+        """Make ready what embedding passages needs (the export, or the PyTorch model), so a
+        first ingest does not pay for it: a server's writer calls it at start."""
+        if self._batch_encoder() is None:
+            self._ensure()
+
+    def _batch_encoder(self) -> Any:
+        """The onnxruntime encoder for passage batches (``batch_threads`` threads), or None:
+        PyTorch embeds them. Only an export verified against PyTorch is used (found in the
+        cache, or made and verified now, which loads the model once)."""
+        if not self._batch_tried:
+            with self._blk:
+                if not self._batch_tried:
+                    from .onnx_query import OnnxQueryEncoder
+
+                    window = self.max_tokens + 2
+                    enc = OnnxQueryEncoder.cached(self._folder, self.batch_threads, window)
+                    if enc is None and self._query_encoder() is not None:  # verified now
+                        enc = OnnxQueryEncoder.cached(self._folder, self.batch_threads, window)
+                    self._batch = enc if enc is not None and enc.fast else None
+                    self._batch_tried = True
+                    if self._batch is None and self.batch_runtime == "onnx":
+                        raise ConfigError(
+                            "embedder.batch_runtime = 'onnx' but no export of the model "
+                            "reproduces PyTorch's vectors (see the log; or use 'auto')"
+                        )
+        return self._batch
 
     def worker_pids(self) -> list[int]:
         """Process ids of the running embedding workers (empty when none are running)."""
@@ -315,7 +359,21 @@ class SentenceTransformerEmbedder:
         """Count word pieces per text, special tokens excluded."""
         if not texts:
             return []
-        enc = self._ensure().tokenizer(
+        if self._counter is None:
+            # the model's tokenizer.json, checked equal to its tokenizer when the export was
+            # verified: counting then needs no model load
+            fast = None
+            if self._batch_encoder() is not None:
+                from .onnx_query import fast_tokenizer
+
+                fast = fast_tokenizer(self._folder, None)
+            self._counter = fast if fast is not None else self._ensure().tokenizer
+        if hasattr(self._counter, "encode_batch"):
+            return [
+                len(e.ids)
+                for e in self._counter.encode_batch(list(texts), add_special_tokens=False)
+            ]
+        enc = self._counter(
             list(texts),
             add_special_tokens=False,
             truncation=False,

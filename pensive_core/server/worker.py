@@ -275,6 +275,9 @@ def _child_main(conn: Any) -> None:
             # beside the server's query threads, one torch thread per batch measured 0.8-0.95 s
             # per small ingest against 1.7-2.1 s with every core (threads spin against queries)
             embedder.batch_threads = 1
+        warm = getattr(embedder, "warm", None)
+        if warm is not None:  # the export (or the model) ready before the first ingest
+            warm()
     except Exception as exc:  # noqa: BLE001
         send({"ready": False, "type": type(exc).__name__, "message": str(exc)})
         return

@@ -131,3 +131,57 @@ def test_model_layout_reads_the_shape_from_the_files(tmp_path):
     assert model_layout(folder) is None
     (folder / "modules.json").write_text("{broken")
     assert model_layout(folder) is None
+
+
+PASSAGES = [
+    "Invoice INV-4471 for 3,200 euros was paid by Globex on 2 May 2024.",
+    "",
+    "ok",
+    "Naïve café in Malmö, 東京 and São Paulo — 😀 CAPITALS, tabs\tand\u200bzero widths.",
+    "The arctic tern migrates from pole to pole every year. " * 40,  # past the window
+    *[f"Passage {i} about tram fares, ferries and the night bus." * (1 + i % 5) for i in range(37)],
+]
+
+
+def test_passages_embedded_through_onnx_match_pytorch_and_keep_their_order(minilm):
+    pytest.importorskip("onnxruntime")
+    fast = minilm.embed(PASSAGES)
+    assert minilm.batch_encoder is not None  # the default batch_runtime "auto" took it
+    slow = minilm.embed_torch(PASSAGES)
+    assert fast.shape == slow.shape == (len(PASSAGES), 384) and fast.dtype == np.float32
+    assert float(np.min(np.sum(fast * slow, axis=1))) >= 0.9999
+
+
+def test_token_counts_without_the_model_equal_the_models(minilm):
+    want = [
+        len(ids)
+        for ids in minilm.model.tokenizer(
+            PASSAGES, add_special_tokens=False, truncation=False, verbose=False
+        )["input_ids"]
+    ]
+    assert minilm.count_tokens(PASSAGES) == want
+
+
+def test_a_new_process_ingests_and_answers_without_torch_as_torch_does(minilm, tmp_path):
+    pytest.importorskip("onnxruntime")
+    from pensive_core import Document, Pensive
+
+    docs = [Document(id=f"d{i}", text=t) for i, t in enumerate(PASSAGES) if t]
+    question = "when does the night bus run past the ferries?"
+    with Pensive(tmp_path / "torch", config={"embedder": {"batch_runtime": "torch"}}) as p:
+        p.ingest(docs)
+        want = [(h.chunk_id, round(h.score, 4)) for h in p.query(question, k=5).hits]
+    _run(QUERY, tmp_path)  # the export, verified
+    code = f"""
+        import json, sys
+        from pensive_core import Document, Pensive
+        texts = {[d.text for d in docs]!r}
+        with Pensive({str(tmp_path / "onnx-store")!r}) as p:
+            p.ingest([Document(id=f"d{{i}}", text=t) for i, t in zip({[d.id[1:] for d in docs]!r}, texts)])
+            res = p.query({question!r}, k=5)
+        print(json.dumps({{"torch": "torch" in sys.modules,
+                          "hits": [[h.chunk_id, round(h.score, 4)] for h in res.hits]}}))
+    """
+    got = _run(code, tmp_path)
+    assert not got["torch"]
+    assert [tuple(h) for h in got["hits"]] == want
