@@ -246,12 +246,17 @@ class Components:
         self.data_version = version
         commit = self.archive.commit_number()
         if commit != self.commit_no:
-            saved = load_config(base=self.archive.get_meta("config"), environ={}).backend
+            built = load_config(base=self.archive.get_meta("config"), environ={})
+            saved = built.backend
             if (saved.name, saved.namespace) != (
                 self.config.backend.name,
                 self.config.backend.namespace,
             ):  # the writer moved the vectors to another backend (reindex): follow it
                 self.config = self.config.model_copy(update={"backend": saved})
+            if built.embedder != self.config.embedder:
+                # the writer re-embedded the store (reembed): query with the new model
+                self.config = self.config.model_copy(update={"embedder": built.embedder})
+                self.embedder = EmbedderSlot(self)
             self.load_indexes()
             self.commit_no = commit
 
