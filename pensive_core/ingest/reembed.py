@@ -209,27 +209,30 @@ def roll_back(
                 f"the store at {comps.path} keeps no previous index to roll back to (none was "
                 "replaced by `pensive reembed`, or it was discarded with --discard-old)"
             )
-        section = prev["embedder"]
-        target = create_embedder(EmbedderConfig(**section))
-        if (target.name, target.dim) != (prev["meta"]["name"], prev["meta"]["dim"]):
-            raise ConfigError(
-                f"the previous embedder {section['name']!r} now makes {target.name!r} "
-                f"{target.dim}-d vectors, not the {prev['meta']} the kept index holds"
-            )
+        section, meta = prev["embedder"], prev["meta"]
         rows = comps.archive.indexed_passages()
         keys = dict(prev.get("keys") or {})
+        # the kept index is as of the switch: passages changed since are embedded again
+        stale = [r for r in rows if keys.get(r[0]) != _key(r)]
+        gone = set(keys) - {r[0] for r in rows}
+        target = None
+        if stale:  # (a model load is seconds: only when something needs it)
+            target = create_embedder(EmbedderConfig(**section))
+            if (target.name, target.dim) != (meta["name"], meta["dim"]):
+                raise ConfigError(
+                    f"the previous embedder {section['name']!r} now makes {target.name!r} "
+                    f"{target.dim}-d vectors, not the {meta} the kept index holds"
+                )
         committer.before_change()
         dest = comps.storage.open_vectors(
-            comps.config.backend.name, target.dim, _options(comps), prev["place"]
+            comps.config.backend.name, int(meta["dim"]), _options(comps), prev["place"]
         )
         ns = comps.config.backend.namespace
         try:
-            # the kept index is as of the switch: passages changed since are embedded again
-            stale = [r for r in rows if keys.get(r[0]) != _key(r)]
-            gone = set(keys) - {r[0] for r in rows}
             if gone:
                 dest.delete(sorted(gone), namespace=ns)
             for i in range(0, len(stale), 256):
+                assert target is not None
                 part = stale[i : i + 256]
                 vecs = _vectors(target, [join_context(r[4], r[2]) for r in part])
                 dest.upsert(
@@ -243,7 +246,7 @@ def roll_back(
         except BaseException:
             dest.close()
             raise
-        report = _switch(comps, committer, section, target, dest, prev["place"], rows, False)
+        report = _switch(comps, committer, section, meta, target, dest, prev["place"], rows, False)
     report.update(embedded=len(stale), seconds=round(time.perf_counter() - t0, 3))
     return report
 
@@ -426,7 +429,8 @@ def _publish(
             dest.close()
             comps.storage.drop_vectors_place(place)
             raise
-        out = _switch(comps, committer, run["embedder"], target, dest, place, rows, discard)
+        meta = {"name": target.name, "dim": target.dim}
+        out = _switch(comps, committer, run["embedder"], meta, target, dest, place, rows, discard)
         ckpt_path.unlink(missing_ok=True)
         for extra in ("-wal", "-shm"):
             Path(str(ckpt_path) + extra).unlink(missing_ok=True)
@@ -438,13 +442,15 @@ def _switch(
     comps: Components,
     committer: Committer,
     section: dict[str, Any],
-    target: Embedder,
+    meta: dict[str, Any],
+    target: Embedder | None,
     dest: Any,
     place: str,
     rows: list[Row],
     discard: bool,
 ) -> dict[str, Any]:
-    """Make ``dest`` (in folder ``place``, built with ``target``) the live index in one
+    """Make ``dest`` (in folder ``place``, made by the embedder ``meta`` names: ``target``, or
+    None to load it from ``section`` on first use) the live index in one
     archive transaction, keep the old folder for a rollback (or drop it: ``discard``), commit
     and clear L1. The caller holds the lock and has marked the change in flight."""
     archive = comps.archive
@@ -465,8 +471,8 @@ def _switch(
         }
     with archive.transaction():  # the switch is one write: all of it or none
         archive.set_meta("config", saved_config(new_cfg))
-        archive.set_meta("embedder", {"name": target.name, "dim": target.dim})
-        archive.set_meta("dim", target.dim)
+        archive.set_meta("embedder", {"name": meta["name"], "dim": meta["dim"]})
+        archive.set_meta("dim", meta["dim"])
         archive.set_meta("vectors_dir", place)
         archive.set_meta("reembed_previous", kept)
         archive.set_meta("reembed", None)
@@ -478,7 +484,8 @@ def _switch(
 
     slot = EmbedderSlot(comps)
     cache = new_cfg.embedder.query_cache
-    slot.share(QueryCache(target, cache) if cache > 0 else target)
+    if target is not None:
+        slot.share(QueryCache(target, cache) if cache > 0 else target)
     comps.embedder = slot
     committer.changes.changed = True
     committer.commit()
