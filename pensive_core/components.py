@@ -104,12 +104,13 @@ class EmbedderSlot:
                     made = create_embedder(cfg)
                     if cfg.query_cache > 0:
                         made = QueryCache(made, cfg.query_cache)
-                    self.share(made)
+                    self.share(made, own=True)
         assert self.loaded is not None
         return self.loaded
 
-    def share(self, embedder: Embedder) -> None:
-        """Use an embedder already loaded (a no-op when one is).
+    def share(self, embedder: Embedder, *, own: bool = False) -> None:
+        """Use an embedder already loaded (a no-op when one is); ``own``: made from this
+        store's config (a shared one is passed over when the store was re-embedded to another).
 
         Raises:
             ConfigError: If its dimension differs from the store's vectors.
@@ -122,6 +123,12 @@ class EmbedderSlot:
             if not comps.read_only:
                 comps.archive.set_meta("embedder", {"name": embedder.name, "dim": embedder.dim})
                 comps.archive.set_meta("dim", embedder.dim)
+        elif not own and saved["name"] != embedder.name and comps.archive.get_meta("reembedded"):
+            # a model shared by several stores (the server's) where this one was re-embedded
+            # to another: not shared, the store's own is made from its saved [embedder]
+            log.info("not sharing %r with %s, re-embedded with %r", embedder.name, comps.path,
+                     saved["name"])  # fmt: skip
+            return
         elif saved["dim"] != embedder.dim:
             raise ConfigError(
                 f"embedder {embedder.name!r} makes {embedder.dim}-d vectors but "

@@ -476,6 +476,7 @@ def _switch(
         archive.set_meta("vectors_dir", place)
         archive.set_meta("reembed_previous", kept)
         archive.set_meta("reembed", None)
+        archive.set_meta("reembedded", True)  # (a model shared by other stores is not its own)
     if comps.backend is not None:
         comps.backend.close()
     comps.backend = dest
@@ -485,7 +486,7 @@ def _switch(
     slot = EmbedderSlot(comps)
     cache = new_cfg.embedder.query_cache
     if target is not None:
-        slot.share(QueryCache(target, cache) if cache > 0 else target)
+        slot.share(QueryCache(target, cache) if cache > 0 else target, own=True)
     comps.embedder = slot
     committer.changes.changed = True
     committer.commit()

@@ -22,6 +22,7 @@ __all__ = [
     "DocumentIn",
     "IngestIn",
     "QueryIn",
+    "ReembedIn",
     "HitOut",
     "QueryOut",
     "TurnIn",
@@ -79,6 +80,16 @@ class IngestIn(_In):
         False, description="Keep in the L3 archive only (not embedded)."
     )
     wait: StrictBool = Field(True, description="Answer when committed (202 with a job if slower).")
+
+
+class ReembedIn(_In):
+    embedder: StrictStr | None = Field(
+        None, min_length=1, description="The new model: minilm, hash, or a model folder."
+    )
+    rollback: StrictBool = Field(False, description="Back to the index the last run replaced.")
+    discard_old: StrictBool = Field(False, description="Drop the replaced index (no rollback).")
+    batch_size: StrictInt = Field(256, ge=1, le=65536, description="Passages per checkpoint.")
+    wait: StrictBool = Field(False, description="Answer when finished (else 202 with a job).")
 
 
 class QueryIn(_In):

@@ -324,6 +324,14 @@ def _handle(
         return {k: v for k, v in report.__dict__.items() if k != "errors"}
     if op == "delete":
         return {"chunks": p.delete(msg["doc_id"])}
+    if op == "reembed":
+        return p.reembed(  # type: ignore[no-any-return]
+            msg["embedder"],
+            batch_size=msg["batch_size"],
+            discard_old=msg["discard_old"],
+            rollback=msg["rollback"],
+            progress=lambda done, total: progress(done),
+        )
     if op == "chat.list":
         return p.conversations(namespace="default", user=msg.get("user"))
     if op == "chat.add":
