@@ -43,6 +43,13 @@ def reembed_command(
         envvar="PENSIVE_HOME",
         help="Store folder (default ./pensive-data, or $PENSIVE_HOME).",
     ),
+    config: Path | None = typer.Option(
+        None,
+        "--config",
+        "-c",
+        help="A pensive.toml to open the store with (default: the config saved in the store; "
+        "a ./pensive.toml is not read, its [embedder] names the model being replaced).",
+    ),
     namespace: str = typer.Option(
         DEFAULT_NAMESPACE, "--namespace", "-n", help="Namespace (default: the store itself)."
     ),
@@ -64,7 +71,7 @@ def reembed_command(
         raise NotFoundError(f"no Pensive store at {folder}")
     if status and (embedder or rollback or discard_old):
         raise InputError("--status goes alone")
-    with Pensive(folder) as p:  # the saved config: the store's own embedder is the source
+    with Pensive(folder, config=str(config) if config else None) as p:
         if status:
             report = reembed_status(p.components)
         elif embedder is None:

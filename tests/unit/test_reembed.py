@@ -258,3 +258,14 @@ def test_cli_progress_status_failure_and_rollback(built):
     assert back.exit_code == 0 and "rolled back to vectors" in back.output
     with Pensive(built) as p:
         assert p.embedder.dim == 256
+
+
+def test_a_model_shared_by_other_stores_is_passed_over_after_a_switch(built):
+    # the server shares one loaded model among its namespaces' stores: one re-embedded to
+    # another model must keep its own (the same dimension would otherwise mix them silently)
+    with Pensive(built) as p:
+        p.reembed(NEW)
+        expected = answers(p)
+    with Pensive(built, embedder=HashEmbedder(dim=256)) as p:
+        assert p.embedder.name == "hash-128"
+        same_answers(answers(p), expected)
