@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -111,17 +112,13 @@ def reembed_command(
         )
 
 
-def summary(report: dict[str, object]) -> str:
+def summary(report: dict[str, Any]) -> str:
     """One line saying what a ``reembed`` report means."""
     if "run" in report:  # --status
         run, prev = report["run"], report["previous"]
-        now = f"embedder {(report['embedder'] or {}).get('name')}"  # type: ignore[attr-defined]
-        going = f"; a run to {run['to']}: {run['done']} documents done" if run else ""  # type: ignore[index]
-        kept = (
-            f"; kept for rollback: {prev['embedder']['name']} in {prev['place']}"  # type: ignore[index]
-            if prev
-            else ""
-        )
+        now = f"embedder {(report['embedder'] or {}).get('name')}"
+        going = f"; a run to {run['to']}: {run['done']} documents done" if run else ""
+        kept = f"; kept for rollback: {prev['embedder']['name']} in {prev['place']}" if prev else ""
         return now + going + kept
     if "discarded" in report:
         where = report["discarded"]
@@ -138,6 +135,6 @@ def summary(report: dict[str, object]) -> str:
     if report["resumed_from"]:
         head += f", resumed after {report['resumed_from']} documents"
     if report["published"]:
-        kept = report.get("previous")
-        return head + (f"; published, old index kept in {kept}" if kept else "; published")
+        old = report.get("previous")
+        return head + (f"; published, old index kept in {old}" if old else "; published")
     return head + "; not published"
