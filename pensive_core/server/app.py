@@ -232,7 +232,12 @@ class _Service:
                         embedder=self._embedder,
                     )
                     handles.append(r)
-                    if self._embedder is None and r.stats(disk=False)["index"] is not None:
+                    if (
+                        self._embedder is None
+                        and r.stats(disk=False)["index"] is not None
+                        # a re-embedded namespace's model is not the other namespaces' model
+                        and not r.components.archive.get_meta("reembedded")
+                    ):
                         self._embedder = r.embedder
             except BaseException:
                 for r in handles:

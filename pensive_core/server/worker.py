@@ -241,8 +241,10 @@ def _child_main(conn: Any) -> None:
             p = stores.get(ns)
             if p is None:
                 first = next(iter(stores.values()), None)
-                # the first store (the default namespace) loaded the model at start: share it
-                shared = None if first is None else first.embedder
+                # the first store (the default namespace) loaded the model at start: share it,
+                # unless it was re-embedded since (its model is then not the others' model)
+                moved = first is not None and first.components.archive.get_meta("reembedded")
+                shared = None if first is None or moved else first.embedder
                 p = Pensive(namespace_path(root, ns), config=config, embedder=shared)
                 stores[ns] = p
             return p

@@ -93,6 +93,17 @@ def test_hash_to_minilm_killed_resumed_then_back_to_hash(tmp_path):
     assert derived_tables(store) == tables
 
 
+KEY_A, KEY_B = "key-a-" + "a" * 26, "key-b-" + "b" * 26
+
+
+def _ask(c, headers: dict, questions) -> list:
+    return [
+        [(h["chunk_id"], h["score"]) for h in c.post("/v1/query", json={"text": q, "k": 5},
+         headers=headers).json()["hits"]]
+        for q in questions
+    ]  # fmt: skip
+
+
 def test_the_server_runs_it_as_a_job_and_its_readers_follow(tmp_path):
     pytest.importorskip("sentence_transformers")
     pytest.importorskip("fastapi")
@@ -101,32 +112,33 @@ def test_the_server_runs_it_as_a_job_and_its_readers_follow(tmp_path):
     from pensive_core.server import create_app
 
     want_minilm = fresh(tmp_path, "fresh-minilm", MINILM)
+    want_hash = fresh(tmp_path, "fresh-hash", HASH_CONFIG)
+    questions = ("Was invoice INV-4471 paid?", "Acme revenue Q3 2024")
     docs = [
         {"id": d.id, "text": d.text, "metadata": d.metadata}
         | ({"timestamp": d.timestamp.isoformat()} if d.timestamp else {})
         for d in corpus()
     ]
-    root = tmp_path / "served"
+    a, b = {"X-API-Key": KEY_A}, {"X-API-Key": KEY_B}
     cfg = {**HASH_CONFIG, "server": {"readers": 1}}
-    with TestClient(create_app(root, cfg, no_auth=True)) as c:
-        assert c.post("/v1/documents", json={"documents": docs}).status_code == 200
-        bad = c.post("/v1/reembed", json={"embedder": "os:system"})
+    with TestClient(create_app(tmp_path / "served", cfg, keys={KEY_A: "default", KEY_B: "b"})) as c:
+        assert c.post("/v1/documents", json={"documents": docs}, headers=a).status_code == 200
+        bad = c.post("/v1/reembed", json={"embedder": "os:system"}, headers=a)
         assert bad.status_code == 400
-        same = c.post("/v1/reembed", json={"embedder": "hash", "wait": True})
+        same = c.post("/v1/reembed", json={"embedder": "hash", "wait": True}, headers=a)
         assert same.status_code == 400 and "already uses" in same.json()["error"]["message"]
-        started = c.post("/v1/reembed", json={"embedder": "minilm", "batch_size": 2})
+        started = c.post("/v1/reembed", json={"embedder": "minilm", "batch_size": 2}, headers=a)
         assert started.status_code == 202
         job = started.json()["job"]
         assert job["kind"] == "reembed" and job["total"] == 14
         deadline = time.monotonic() + 300
         while job["state"] in ("queued", "running") and time.monotonic() < deadline:
             time.sleep(0.2)
-            job = c.get(f"/v1/jobs/{job['id']}").json()
+            job = c.get(f"/v1/jobs/{job['id']}", headers=a).json()
         assert job["state"] == "done", job
         assert job["done"] == 14 and job["report"]["published"]
-        got = [
-            [(h["chunk_id"], h["score"]) for h in c.post("/v1/query", json={"text": q, "k": 5})
-             .json()["hits"]]
-            for q in ("Was invoice INV-4471 paid?", "Acme revenue Q3 2024")
-        ]  # fmt: skip
-        same_answers(got, want_minilm[:2])
+        same_answers(_ask(c, a, questions), want_minilm[:2])
+        # a namespace opened after the switch keeps the configured model (hash), not the one
+        # the re-embedded namespace now uses
+        assert c.post("/v1/documents", json={"documents": docs}, headers=b).status_code == 200
+        same_answers(_ask(c, b, questions), want_hash[:2])
