@@ -211,10 +211,9 @@ def roll_back(
             )
         section, meta = prev["embedder"], prev["meta"]
         rows = comps.archive.indexed_passages()
-        keys = dict(prev.get("keys") or {})
+        keys = _read_keys(comps.path / prev["keys"])
         # the kept index is as of the switch: passages changed since are embedded again
         stale = [r for r in rows if keys.get(r[0]) != _key(r)]
-        gone = set(keys) - {r[0] for r in rows}
         target = None
         if stale:  # (a model load is seconds: only when something needs it)
             target = create_embedder(EmbedderConfig(**section))
@@ -229,6 +228,8 @@ def roll_back(
         )
         ns = comps.config.backend.namespace
         try:
+            held = dest.ids(namespace=ns)  # (None: a backend that cannot list them)
+            gone = (set(keys) if held is None else held) - {r[0] for r in rows}
             if gone:
                 dest.delete(sorted(gone), namespace=ns)
             for i in range(0, len(stale), 256):
@@ -259,6 +260,7 @@ def discard_kept(comps: Components) -> dict[str, Any]:
             return {"discarded": None}
         if prev["place"] != comps.storage.vectors_place():
             comps.storage.drop_vectors_place(prev["place"])
+            (comps.path / _keys_name(prev["place"])).unlink(missing_ok=True)
         comps.archive.set_meta("reembed_previous", None)
     return {"discarded": prev["place"]}
 
@@ -467,7 +469,7 @@ def _switch(
             "place": old_place,
             "embedder": comps.config.embedder.model_dump(),
             "meta": old_meta,
-            "keys": {r[0]: _key(r) for r in rows},
+            "keys": _write_keys(comps.path, old_place, rows),
         }
     with archive.transaction():  # the switch is one write: all of it or none
         archive.set_meta("config", saved_config(new_cfg))
@@ -495,7 +497,34 @@ def _switch(
     # only one old index is kept: the one before it goes (unless it is live again)
     for folder in {prev.get("place"), old_place if discard else None} - {None, place}:
         comps.storage.drop_vectors_place(str(folder))
+        (comps.path / _keys_name(str(folder))).unlink(missing_ok=True)
     return {"published": True, "place": place, "previous": kept["place"] if kept else None}
+
+
+def _keys_name(place: str) -> str:
+    return f"{place}.keys.sqlite"
+
+
+def _write_keys(folder: Path, place: str, rows: list[Row]) -> str:
+    """What the index in ``place`` was made from, by passage (a rollback to it re-embeds what
+    changed since), in a file beside it: written whole under a temporary name, then renamed,
+    so the archive's switch never names a torn file. Returns the file's name."""
+    name = _keys_name(place)
+    tmp = folder / f"{name}.tmp"
+    tmp.unlink(missing_ok=True)
+    with closing(sqlite3.connect(tmp)) as db:
+        db.execute("CREATE TABLE keys (chunk_id TEXT PRIMARY KEY, key TEXT)")
+        with db:
+            db.executemany("INSERT INTO keys VALUES (?, ?)", ((r[0], _key(r)) for r in rows))
+    tmp.replace(folder / name)
+    return name
+
+
+def _read_keys(path: Path) -> dict[str, str]:
+    if not path.is_file():  # (lost: every passage is embedded again, nothing is trusted)
+        return {}
+    with closing(sqlite3.connect(path)) as db:
+        return dict(db.execute("SELECT chunk_id, key FROM keys"))
 
 
 def _options(comps: Components) -> Any:

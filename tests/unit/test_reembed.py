@@ -225,8 +225,9 @@ def test_rollback_embeds_what_changed_since_the_switch_and_discard_drops_it(buil
         assert p.query("lighthouse keeper ships", k=1).hits[0].doc_id == "late"
         forward = p.reembed(rollback=True)  # rolling back twice goes forward again
         assert forward["embedded"] == 0 and p.embedder.dim == 128
+        assert (built / f"{kept}.keys.sqlite").is_file()  # what the kept index was made from
         gone = p.reembed(discard_old=True)["discarded"]
-        assert not (built / gone).exists()
+        assert not (built / gone).exists() and not (built / f"{gone}.keys.sqlite").exists()
         with pytest.raises(NotFoundError):
             p.reembed(rollback=True)
 
