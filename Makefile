@@ -72,6 +72,7 @@ bench: bench-setup
 	$(BIN)/python -m benchmarks.boilerplate --store $(BENCH)/weak
 	$(BIN)/python -m benchmarks.crash --kills 200
 	$(BIN)/python -m benchmarks.embed_speed
+	$(BIN)/python -m benchmarks.reembed
 	$(BIN)/python -m benchmarks.growth
 	$(BIN)/python -m benchmarks.niah --sizes 100k,1M --peers 1M --store $(BENCH)/niah
 	$(BIN)/python -m benchmarks.niah --sizes 10M --store $(BENCH)/niah

@@ -45,6 +45,7 @@ from .errors import InputError, NotFoundError, PensiveError, StorageError
 from .explain_cli import explain_command
 from .mcp_cli import mcp_command
 from .namespaces import DEFAULT_NAMESPACE, namespace_path
+from .reembed_cli import reembed_command
 from .wire import document_json, hit_json, result_json, turn_json
 
 if TYPE_CHECKING:
@@ -949,6 +950,7 @@ def serve(
 
 app.command("mcp")(mcp_command)  # in its own module: this file is near its size limit
 app.command("explain")(explain_command)
+app.command("reembed")(reembed_command)
 
 
 def main(args: list[str] | None = None) -> None:

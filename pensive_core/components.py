@@ -104,12 +104,13 @@ class EmbedderSlot:
                     made = create_embedder(cfg)
                     if cfg.query_cache > 0:
                         made = QueryCache(made, cfg.query_cache)
-                    self.share(made)
+                    self.share(made, own=True)
         assert self.loaded is not None
         return self.loaded
 
-    def share(self, embedder: Embedder) -> None:
-        """Use an embedder already loaded (a no-op when one is).
+    def share(self, embedder: Embedder, *, own: bool = False) -> None:
+        """Use an embedder already loaded (a no-op when one is); ``own``: made from this
+        store's config (a shared one is passed over when the store was re-embedded to another).
 
         Raises:
             ConfigError: If its dimension differs from the store's vectors.
@@ -122,6 +123,12 @@ class EmbedderSlot:
             if not comps.read_only:
                 comps.archive.set_meta("embedder", {"name": embedder.name, "dim": embedder.dim})
                 comps.archive.set_meta("dim", embedder.dim)
+        elif not own and saved["name"] != embedder.name and comps.archive.get_meta("reembedded"):
+            # a model shared by several stores (the server's) where this one was re-embedded
+            # to another: not shared, the store's own is made from its saved [embedder]
+            log.info("not sharing %r with %s, re-embedded with %r", embedder.name, comps.path,
+                     saved["name"])  # fmt: skip
+            return
         elif saved["dim"] != embedder.dim:
             raise ConfigError(
                 f"embedder {embedder.name!r} makes {embedder.dim}-d vectors but "
@@ -265,12 +272,17 @@ class Components:
         self.data_version = version
         commit = self.archive.commit_number()
         if commit != self.commit_no:
-            saved = load_config(base=self.archive.get_meta("config"), environ={}).backend
+            built = load_config(base=self.archive.get_meta("config"), environ={})
+            saved = built.backend
             if (saved.name, saved.namespace) != (
                 self.config.backend.name,
                 self.config.backend.namespace,
             ):  # the writer moved the vectors to another backend (reindex): follow it
                 self.config = self.config.model_copy(update={"backend": saved})
+            if built.embedder != self.config.embedder:
+                # the writer re-embedded the store (reembed): query with the new model
+                self.config = self.config.model_copy(update={"embedder": built.embedder})
+                self.embedder = EmbedderSlot(self)
             self.load_indexes()
             self.commit_no = commit
 

@@ -25,7 +25,7 @@ from .errors import ConfigError, NotFoundError, PensiveError
 from .explain import explain_query
 from .files import disk_error
 from .graph.extract import EntityExtractor
-from .ingest import Committer, IngestPipeline, L1Invalidation, move_vectors
+from .ingest import Committer, IngestPipeline, L1Invalidation, move_vectors, run_reembed
 from .ingest.files import check_paths, documents_from
 from .ingest.situate import choose_generators
 from .memory.manager import Sessions
@@ -303,6 +303,10 @@ class Pensive:
             verify_timeout_s,
             self._ingest.run,
         )
+
+    def reembed(self, embedder: str | Embedder | None = None, **options: Any) -> dict[str, Any]:
+        """Blue/green re-embedding with another model (:func:`~pensive_core.ingest.run_reembed`)."""
+        return run_reembed(self._comps, self._committer, self._ingest.run, embedder, **options)
 
     # -- query ----------------------------------------------------------------------------------
     def query(

@@ -39,12 +39,23 @@ from ..errors import (
 )
 from ..loaders import SUFFIXES, load_file
 from ..namespaces import DEFAULT_NAMESPACE, hide_root, namespace_path
+from ..plugins import is_class_path
 from ..timeutil import to_iso
 from ..types import Document
 from ..wire import document_json, result_json
 from .keys import KeyRing
 from .monitor import Job, Monitor
-from .schemas import ContextIn, ErrorBody, ExplainIn, IngestIn, QueryIn, QueryOut, RecallIn, TurnIn
+from .schemas import (
+    ContextIn,
+    ErrorBody,
+    ExplainIn,
+    IngestIn,
+    QueryIn,
+    QueryOut,
+    RecallIn,
+    ReembedIn,
+    TurnIn,
+)
 from .worker import WorkerError, Writer
 
 try:
@@ -223,7 +234,12 @@ class _Service:
                         embedder=self._embedder,
                     )
                     handles.append(r)
-                    if self._embedder is None and r.stats(disk=False)["index"] is not None:
+                    if (
+                        self._embedder is None
+                        and r.stats(disk=False)["index"] is not None
+                        # a re-embedded namespace's model is not the other namespaces' model
+                        and not r.components.archive.get_meta("reembedded")
+                    ):
                         self._embedder = r.embedder
             except BaseException:
                 for r in handles:
@@ -812,6 +828,22 @@ def create_app(
         """Delete a document and all its passages."""
         job, fut = await svc.blocking(lambda: svc.submit(ns, "delete", "delete", 1, doc_id=doc_id))
         return await svc.settle(job, fut, True, response)
+
+    @app.post("/v1/reembed", tags=["documents"], responses={202: {"description": "Poll the job"}})
+    async def reembed(body: ReembedIn, response: Response, ns: str = Ns) -> dict[str, Any]:
+        """Re-embed the namespace with another model, blue/green (docs/reembed.md), as a job:
+        queries keep the old index until the switch; ``report.failed`` names refused documents."""
+        if body.embedder is not None and is_class_path(body.embedder):
+            raise ApiError(400, "invalid_input", "the server takes model names and folders only")
+
+        def start() -> tuple[Any, Any]:
+            with svc.reader(ns) as r:
+                total = r.components.archive.counts()[0]
+            options = body.model_dump(exclude={"wait"})
+            return svc.submit(ns, "reembed", "reembed", total, **options)
+
+        job, fut = await svc.blocking(start)
+        return await svc.settle(job, fut, body.wait, response)
 
     @app.get("/v1/jobs", tags=["documents"])
     async def jobs(ns: str = Ns) -> dict[str, Any]:

@@ -23,6 +23,7 @@ __all__ = [
     "IngestIn",
     "QueryIn",
     "ExplainIn",
+    "ReembedIn",
     "HitOut",
     "QueryOut",
     "TurnIn",
@@ -86,6 +87,16 @@ class IngestIn(_In):
 PinIds = Annotated[
     list[Annotated[StrictStr, Field(min_length=1, max_length=1024)]], Field(max_length=20)
 ]
+
+
+class ReembedIn(_In):
+    embedder: StrictStr | None = Field(
+        None, min_length=1, description="The new model: minilm, hash, or a model folder."
+    )
+    rollback: StrictBool = Field(False, description="Back to the index the last run replaced.")
+    discard_old: StrictBool = Field(False, description="Drop the replaced index (no rollback).")
+    batch_size: StrictInt = Field(256, ge=1, le=65536, description="Passages per checkpoint.")
+    wait: StrictBool = Field(False, description="Answer when finished (else 202 with a job).")
 
 
 class QueryIn(_In):

@@ -241,8 +241,10 @@ def _child_main(conn: Any) -> None:
             p = stores.get(ns)
             if p is None:
                 first = next(iter(stores.values()), None)
-                # the first store (the default namespace) loaded the model at start: share it
-                shared = None if first is None else first.embedder
+                # the first store (the default namespace) loaded the model at start: share it,
+                # unless it was re-embedded since (its model is then not the others' model)
+                moved = first is not None and first.components.archive.get_meta("reembedded")
+                shared = None if first is None or moved else first.embedder
                 p = Pensive(namespace_path(root, ns), config=config, embedder=shared)
                 stores[ns] = p
             return p
@@ -327,6 +329,14 @@ def _handle(
         return {k: v for k, v in report.__dict__.items() if k != "errors"}
     if op == "delete":
         return {"chunks": p.delete(msg["doc_id"])}
+    if op == "reembed":
+        return p.reembed(  # type: ignore[no-any-return]
+            msg["embedder"],
+            batch_size=msg["batch_size"],
+            discard_old=msg["discard_old"],
+            rollback=msg["rollback"],
+            progress=lambda done, total: progress(done),
+        )
     if op == "chat.list":
         return p.conversations(namespace="default", user=msg.get("user"))
     if op == "chat.add":

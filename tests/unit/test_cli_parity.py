@@ -28,6 +28,7 @@ ROUTES: dict[tuple[str, str], str] = {
     ("POST", "/v1/documents/upload"): "ingest",  # files and folders
     ("GET", "/v1/documents/{id}"): "get",
     ("DELETE", "/v1/documents/{id}"): "delete",
+    ("POST", "/v1/reembed"): "reembed",  # a job on the server; a progress bar here
     ("GET", "/v1/jobs"): "ingest",  # the CLI's ingest is synchronous, with a progress bar
     ("GET", "/v1/jobs/{id}"): "ingest",
     ("GET", "/v1/stats"): "stats",  # --json
