@@ -52,7 +52,7 @@ from .errors import (
 )
 from .namespaces import DEFAULT_NAMESPACE, hide_root, namespace_path
 from .server.keys import KeyRing, load_keys, presented_key
-from .server.schemas import ContextIn, DocumentIn, IsoTime, PinIds, RecallIn, TurnIn
+from .server.schemas import ContextIn, DocumentIn, IsoTime, MinScore, PinIds, RecallIn, TurnIn
 from .types import Document
 from .wire import document_json, hit_json, result_json, turn_json
 
@@ -93,13 +93,8 @@ class SearchArgs(_Args):
         description='Mongo-style metadata filter, e.g. {"source": "q3.pdf"} or '
         '{"year": {"$gte": 2020}}; "doc_id" is a field too.',
     )
-    min_score: float | None = Field(
-        None,
-        ge=0,
-        le=1,
-        strict=True,
-        allow_inf_nan=False,
-        description="Drop hits whose match (how likely each answers, 0 to 1) is below this.",
+    min_score: MinScore | None = Field(
+        None, description="Drop hits whose match (how likely each answers, 0 to 1) is below this."
     )
     pins: PinIds | None = Field(
         None,

@@ -83,6 +83,8 @@ class IngestIn(_In):
     wait: StrictBool = Field(True, description="Answer when committed (202 with a job if slower).")
 
 
+# a hit's match floor (``query(..., min_score=...)``): a number in [0, 1], no coercion
+MinScore = Annotated[float, Field(ge=0, le=1, strict=True, allow_inf_nan=False)]
 # pinned document ids (``query(..., pins=...)``): at most 20, each as long as a document id
 PinIds = Annotated[
     list[Annotated[StrictStr, Field(min_length=1, max_length=1024)]], Field(max_length=20)
@@ -104,13 +106,8 @@ class QueryIn(_In):
     k: StrictInt = Field(5, ge=1, le=1000)
     as_of: IsoTime | None = None
     filters: dict[StrictStr, Any] | None = Field(None, description="Mongo-style metadata filter.")
-    min_score: float | None = Field(
-        None,
-        ge=0,
-        le=1,
-        strict=True,
-        allow_inf_nan=False,
-        description="Drop hits whose match is below this (0 to 1); null keeps every hit.",
+    min_score: MinScore | None = Field(
+        None, description="Drop hits whose match is below this (0 to 1); null keeps every hit."
     )
     pins: PinIds | None = Field(
         None,
