@@ -3,6 +3,7 @@
 Importing this package loads no model, opens no file and touches no network.
 """
 
+from .cards import CardStatement, EntityCard
 from .chunking import chunk_text
 from .config import PensiveConfig, load_config
 from .engine import Pensive
@@ -50,6 +51,7 @@ __all__ = [
     "Aggregation",
     "BackendError",
     "BuiltPrompt",
+    "CardStatement",
     "Chunk",
     "ConfigError",
     "CorruptStoreError",
@@ -57,6 +59,7 @@ __all__ = [
     "Document",
     "DriftDetector",
     "DriftSignal",
+    "EntityCard",
     "Fused",
     "Hit",
     "HypervectorSelector",

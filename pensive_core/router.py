@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .cards.stage import CardStage
 from .query.aggregate import AggregationStage
 from .query.confidence import confidence
 from .query.context import ContextStage
@@ -55,6 +56,7 @@ class Router:
 
     Attributes:
         cache: The L1 stage.
+        cards: Entity cards (L1): entity questions, cards and document summaries.
         aggregation: Counting questions.
         retrieval: L2's dense and sparse lists, fused.
         graph: The graph stage.
@@ -77,6 +79,7 @@ class Router:
         self.hits = HitBuilder(comps)
         self.rerank = RerankStage(comps)
         self.escalation = Escalation(comps)
+        self.cards = CardStage(comps, self.hits)
 
     def route(self, req: QueryRequest, t0: float) -> QueryResult:
         """The answer to a validated request (``t0``: when the call began, for latency).
@@ -84,6 +87,9 @@ class Router:
         The caller holds the store's lock and has refreshed a reader's indexes.
         """
         comps = self.comps
+        carded = self.cards.answer(req, t0)  # "who is X": X's card, when it is confident
+        if carded is not None:
+            return carded
         qk = self.cache.key(req)
         if qk is not None:
             cached = self.cache.lookup(qk)

@@ -25,6 +25,7 @@ from ..archive import INDEXED
 from ..errors import BackendError, StorageError
 from ..files import disk_error
 from ..types import Document
+from ..cards.build import update_cards
 from .changes import ChangeSet
 from .invalidate import L1Invalidation
 
@@ -244,6 +245,8 @@ class Committer:
                         with contextlib.suppress(Exception):
                             comps.l1.close()
                         comps.l1 = None
+            if changes.changed:  # the cards of exactly the entities the change touched
+                update_cards(comps, changes, commit)
             self.clear()
             self._committed = None
 

@@ -1,0 +1,107 @@
+"""The card stage: an entity question about one known entity answered from its L1 card.
+
+A question is served from a card when all of these hold: ``[router] entity_cards`` is on; it
+is an entity question (:func:`~.questions.entity_question`: "who is X", "tell me about X",
+"X?"...) whose name is, whole, the key of an entity the graph knows (its normal form, a
+document title's parenthesised qualifier dropped); that entity's card is *confident* (exactly
+one document is about it, so that document's first passage leads the card); the card is as of
+the store's commit; the question comes without ``as_of``, a filter or a context; and the card
+holds ``k`` passages or every passage naming the entity.
+
+The answer has tier ``"L1"``, ``QueryResult.card`` set to the entity's key, and the card's
+passages as hits in the usual shape (``Hit.sources == {"card": rank}``, no ``match``: no
+question vector is made).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..fusion import Fused
+from ..graph.store import subject_key
+from ..query.match import verdict
+from ..query.state import elapsed_ms
+from ..types import QueryResult
+from .build import document_summary
+from .questions import entity_question
+from .store import EntityCard
+
+if TYPE_CHECKING:
+    from ..components import Components
+    from ..query.hits import HitBuilder
+    from ..query.request import QueryRequest
+
+__all__ = ["CardStage"]
+
+
+class CardStage:
+    """Answers entity questions from cards, and reads cards and summaries.
+
+    Args:
+        comps: The store's parts.
+        hits: Builds hits from passage ids (the same as L2's).
+    """
+
+    def __init__(self, comps: Components, hits: HitBuilder) -> None:
+        self._comps = comps
+        self._hits = hits
+        self._current = -1  # the last commit the cards were seen to be built at
+
+    @property
+    def on(self) -> bool:
+        """Cards are kept and served (``[router] entity_cards``, embedded engine, graph on)."""
+        return self._comps.cards is not None and self._comps.config.router.entity_cards
+
+    def fresh(self) -> bool:
+        """The cards are as of the store's commit (a reader may see a commit before its
+        writer has rebuilt the cards it touched)."""
+        comps = self._comps
+        if self._current != comps.commit_no:
+            if comps.archive.get_meta("cards_synced") != comps.commit_no:
+                return False
+            self._current = comps.commit_no
+        return True
+
+    def card(self, name: str) -> EntityCard | None:
+        """The card of the entity called ``name`` (any case; a title's qualifier may be left
+        out), or None (unknown entity, or cards off or behind)."""
+        if not self.on or not self.fresh():
+            return None
+        assert self._comps.cards is not None
+        return self._comps.cards.get(subject_key(name))
+
+    def summary(self, doc_id: str) -> str:
+        """A document's summary: its lead sentences (stored with the cards where they are
+        kept, else made from the archive).
+
+        Raises:
+            NotFoundError: If no document has that id.
+        """
+        cards = self._comps.cards
+        if cards is not None and self.fresh():
+            stored = cards.summary(doc_id)
+            if stored is not None:
+                return stored
+        return document_summary(self._comps, doc_id)
+
+    def answer(self, req: QueryRequest, t0: float) -> QueryResult | None:
+        """The card's answer to ``req``, or None when a card does not answer it (see the
+        module docstring)."""
+        if not self.on or req.context or req.where is not None or req.cutoff is not None:
+            return None
+        name = entity_question(req.text)
+        if name is None:
+            return None
+        card = self.card(name)
+        if card is None or not card.confident:
+            return None
+        if len(card.passages) < req.k and not card.complete:
+            return None  # more passages name it than the card holds: L2 ranks them
+        fused = [Fused(cid, 1.0 / (i + 1), {"card": i + 1}) for i, cid in enumerate(card.passages)]
+        hits = self._hits.build(fused, req.k, None)
+        if not hits or hits[0].chunk_id != card.passages[0]:
+            return None  # the archive lacks its lead passage (an interrupted change)
+        kept, best, weak = verdict(hits, req.min_score)
+        return QueryResult(
+            kept, "L1", 1.0, elapsed_ms(t0), req.text, match=best, weak=weak, card=card.key
+        )
