@@ -25,8 +25,8 @@ def _sentences(text: str) -> list[str]:
     for m in _BOUNDARY.finditer(text):
         before = text[start : m.start()].rstrip("\"'”’)]").rstrip(".!?")
         word = before.rsplit(None, 1)[-1].casefold() if before.split() else ""
-        if word in _ABBREV or (len(word) <= 2 and "." in word) or len(word) == 1:
-            continue  # an abbreviation or an initial, not an end
+        if word in _ABBREV or "." in word or len(word) == 1:
+            continue  # an abbreviation ("U.S."), a title or an initial: not an end
         out.append(text[start : m.start()].strip())
         start = m.end()
     tail = text[start:].strip()
@@ -35,9 +35,7 @@ def _sentences(text: str) -> list[str]:
     return [s for s in out if s]
 
 
-def summarize(
-    text: str, title: str | None = None, sentences: int = 2, max_chars: int = 400
-) -> str:
+def summarize(text: str, title: str | None = None, sentences: int = 2, max_chars: int = 400) -> str:
     """A document's lead sentences (at most ``sentences``, cut to ``max_chars``).
 
     Args:
