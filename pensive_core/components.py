@@ -25,6 +25,8 @@ from typing import Any
 from .archive import DocumentStore
 from .backends.base import VectorBackend
 from .cache import AnswerCache
+from .cards.build import open_cards
+from .cards.store import CardStore
 from .config import (
     STRUCTURAL_KEYS,
     PensiveConfig,
@@ -37,8 +39,6 @@ from .context.base import ContextGenerator
 from .embedders.base import Embedder, QueryCache
 from .embedders.registry import create_embedder
 from .errors import ConfigError, InputError, NotFoundError
-from .cards.build import open_cards
-from .cards.store import CardStore
 from .graph import SCHEMA_VERSION as GRAPH_VERSION
 from .graph.extract import EntityExtractor
 from .graph.learning import LearningConfig

@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 from .. import hooks
 from ..archive import INDEXED
+from ..cards.build import update_cards
 from ..errors import BackendError, StorageError
 from ..files import disk_error
 from ..types import Document
-from ..cards.build import update_cards
 from .changes import ChangeSet
 from .invalidate import L1Invalidation
 
