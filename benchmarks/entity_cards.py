@@ -203,7 +203,7 @@ def markdown(payload: dict[str, Any]) -> str:
     rows = [
         "# Entity cards (L1)",
         "",
-        "Entity questions (\"who/what is X?\", \"tell me about X\") per titled document, asked "
+        'Entity questions ("who/what is X?", "tell me about X") per titled document, asked '
         "with `[router] entity_cards` on, then with cards and the L1 cache off (a fresh L2 "
         f"answer), k={payload['config']['k']}, MiniLM, default config. `python -m "
         "benchmarks.entity_cards`. Tuned on: HotpotQA *tune* titles; reported on HotpotQA "
@@ -241,7 +241,8 @@ def markdown(payload: dict[str, Any]) -> str:
             more = len(s["not_served"]) - 30
             rows.append(
                 f"Not served ({len(s['not_served'])} entities; ambiguous names, or a title the "
-                f"extractor keys differently): {shown}" + (f", ... ({more} more)" if more > 0 else "")
+                f"extractor keys differently): {shown}"
+                + (f", ... ({more} more)" if more > 0 else "")
             )
             rows.append("")
     return "\n".join(rows) + "\n"

@@ -1,6 +1,8 @@
 """The card stage: an entity question about one known entity answered from its L1 card.
 
-A question is served from a card when all of these hold: ``[router] entity_cards`` is on; it
+A question is served from a card when all of these hold: ``[router] entity_cards`` and
+``[router] l1`` are on (L1 off sends every question to L2), learning is off (as for L1's
+cached answers: with it on, answers change as they are used, and a card answer is no use); it
 is an entity question (:func:`~.questions.entity_question`: "who is X", "tell me about X",
 "X?"...) whose name is, whole, the key of an entity the graph knows (its normal form, a
 document title's parenthesised qualifier dropped); that entity's card is *confident* (exactly
@@ -49,7 +51,7 @@ class CardStage:
 
     @property
     def on(self) -> bool:
-        """Cards are kept and served (``[router] entity_cards``, embedded engine, graph on)."""
+        """Cards are kept (``[router] entity_cards``, embedded engine, graph on)."""
         return self._comps.cards is not None and self._comps.config.router.entity_cards
 
     def fresh(self) -> bool:
@@ -87,7 +89,10 @@ class CardStage:
     def answer(self, req: QueryRequest, t0: float) -> QueryResult | None:
         """The card's answer to ``req``, or None when a card does not answer it (see the
         module docstring)."""
-        if not self.on or req.context or req.where is not None or req.cutoff is not None:
+        comps = self._comps
+        if not self.on or not comps.config.router.l1 or comps.learning is not None:
+            return None
+        if req.context or req.where is not None or req.cutoff is not None:
             return None
         name = entity_question(req.text)
         if name is None:

@@ -242,6 +242,17 @@ def test_a_reader_serves_the_writer_cards(tmp_path):
             assert r.query("who is Osric Vane?", k=1).card == "osric vane"
 
 
+def test_l1_off_or_learning_on_sends_entity_questions_to_l2(tmp_path):
+    path = tmp_path / "s"
+    with Pensive(path, config=HASH_CONFIG) as p:
+        p.ingest(DOCS)
+    with Pensive(path, config={"router": {"l1": False}}) as p:
+        assert p.query("who is Maren Holloway?", k=2).tier == "L2"
+        assert p.router.cards.card("Maren Holloway").confident  # kept, not served
+    with Pensive(path, config={"graph": {"learning": {"enabled": True}}}) as p:
+        assert p.query("who is Maren Holloway?", k=2).tier == "L2"
+
+
 def test_cards_off_serves_nothing_but_summaries_still_work(tmp_path):
     cfg = {**HASH_CONFIG, "router": {"entity_cards": False}}
     with Pensive(tmp_path / "s", config=cfg) as p:
