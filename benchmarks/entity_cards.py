@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from pensive_core import Document, Pensive
+from pensive_core.cards.build import rebuild_all
 from pensive_core.graph.store import subject_key
 
 from .common import base_parser, environment, source_state, split_of, write_results
@@ -142,6 +143,9 @@ def run_set(
     real = [{"text": text} for text in extra]
     with Pensive(path) as p:
         p.embedder  # noqa: B018 - loaded before timing
+        t = time.perf_counter()  # every card again, each checked against L2
+        rebuild_all(p.components, p.router.cards.verify)
+        rebuild_s = time.perf_counter() - t
         ask(p, qs, "on")
         ask(p, real, "on")
         n_cards = len(p.components.cards or ())
@@ -152,6 +156,7 @@ def run_set(
         "documents": len(docs),
         "cards": n_cards,
         "ingest_s": round(built, 1),
+        "card_rebuild_s": round(rebuild_s, 1),
         "real_questions": len(real),
         "real_questions_served_by_card": sum(q["on"]["card"] is not None for q in real),
     }

@@ -79,7 +79,7 @@ class Router:
         self.hits = HitBuilder(comps)
         self.rerank = RerankStage(comps)
         self.escalation = Escalation(comps)
-        self.cards = CardStage(comps, self.hits)
+        self.cards = CardStage(comps, self)  # last: it may check cards with the stages above
 
     def route(self, req: QueryRequest, t0: float) -> QueryResult:
         """The answer to a validated request (``t0``: when the call began, for latency).

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import re
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFoundError
@@ -31,7 +31,17 @@ if TYPE_CHECKING:
     from ..components import Components
     from ..ingest.changes import ChangeSet
 
-__all__ = ["MAX_PASSAGES", "build_cards", "document_summary", "open_cards", "update_cards"]
+__all__ = [
+    "CARDS_VERSION",
+    "MAX_PASSAGES",
+    "Verify",
+    "behind",
+    "build_cards",
+    "document_summary",
+    "open_cards",
+    "rebuild_all",
+    "update_cards",
+]
 
 log = logging.getLogger(__name__)
 
@@ -41,9 +51,17 @@ _MAX_STATEMENTS = 20
 _BATCH = 500
 
 
+#: Bumped when what a card holds or how it is judged changes: older cards are rebuilt.
+CARDS_VERSION = 2
+
+#: Asks L2 one question per entity (entity key -> question) and returns the passage id L2
+#: puts first for each (None: no answer). See :meth:`~.stage.CardStage.verify`.
+Verify = Callable[[dict[str, str]], dict[str, "str | None"]]
+
+
 def open_cards(comps: Components) -> None:
     """Open the card store when cards can be kept (embedded engine, graph on, ``[router]
-    entity_cards``), building every card when they are behind the archive."""
+    entity_cards``); :func:`behind` says whether it must be rebuilt."""
     if not comps.config.router.entity_cards or not isinstance(comps.graph, GraphStore):
         return
     db = comps.graph.db
@@ -52,26 +70,37 @@ def open_cards(comps: Components) -> None:
             comps.cards = CardStore(db, create=False)
         return
     comps.cards = CardStore(db)
+
+
+def behind(comps: Components) -> bool:
+    """Whether a writer must rebuild every card: never built, built by another version, left
+    behind by commits made with cards off, or the graph was rebuilt as the store opened
+    (another extractor or version: keys moved)."""
     graph = comps.graph
-    # the graph was rebuilt as the store opened (another extractor or version): keys moved
+    if comps.cards is None or comps.read_only or not isinstance(graph, GraphStore):
+        return False
     rebuilt = bool(graph.touched_names or graph.touched_subjects)
-    if rebuilt or comps.archive.get_meta("cards_synced") != comps.commit_no:
-        rebuild_all(comps)
+    return (
+        rebuilt
+        or comps.archive.get_meta("cards_synced") != comps.commit_no
+        or comps.archive.get_meta("cards_version") != CARDS_VERSION
+    )
 
 
-def rebuild_all(comps: Components) -> None:
+def rebuild_all(comps: Components, verify: Verify | None) -> None:
     """Every card and summary again, from the tables as they are."""
     cards = comps.cards
     assert cards is not None and isinstance(comps.graph, GraphStore)
     keys = [r[0] for r in comps.graph.db.execute("SELECT key FROM graph_entities")]
-    built, _ = build_cards(comps, keys)
+    built, _ = build_cards(comps, keys, verify)
     docs = list(comps.archive.indexed_documents())
     summaries = [(d, document_summary(comps, d)) for d in docs]
     cards.write(built, (), summaries, (), everything=True)
     comps.archive.set_meta("cards_synced", comps.commit_no)
+    comps.archive.set_meta("cards_version", CARDS_VERSION)
 
 
-def update_cards(comps: Components, changes: ChangeSet, commit: int) -> None:
+def update_cards(comps: Components, changes: ChangeSet, commit: int, verify: Verify | None) -> None:
     """After a commit: the cards of the entities it touched and the summaries of the
     documents it wrote or deleted, built again (all of them when the cards missed a commit).
 
@@ -82,17 +111,20 @@ def update_cards(comps: Components, changes: ChangeSet, commit: int) -> None:
     if cards is None or not isinstance(graph, GraphStore):
         return
     try:
-        if comps.archive.get_meta("cards_synced") != commit - 1:
-            rebuild_all(comps)  # an update failed, or a commit was made with cards off
+        if (
+            comps.archive.get_meta("cards_synced") != commit - 1
+            or comps.archive.get_meta("cards_version") != CARDS_VERSION
+        ):
+            rebuild_all(comps, verify)  # an update failed, or a commit was made with cards off
             return
         keys = graph.touched_subjects | graph.touched_names
-        built, gone = build_cards(comps, sorted(keys))
+        built, gone = build_cards(comps, sorted(keys), verify)
         docs = sorted(changes.docs | changes.written)
         have = comps.archive.indexed_documents()
         summaries = [(d, document_summary(comps, d)) for d in docs if d in have]
         cards.write(built, gone, summaries, [d for d in docs if d not in have])
         comps.archive.set_meta("cards_synced", commit)
-    except (sqlite3.Error, OSError) as exc:
+    except Exception as exc:  # noqa: BLE001 - a cache: the commit stands, the cards go off
         log.warning("entity cards could not be updated (%s): turned off", exc)
         comps.cards = None
 
@@ -119,8 +151,14 @@ def _in(db: sqlite3.Connection, sql: str, values: Sequence[Any]) -> list[tuple[A
     return out
 
 
-def build_cards(comps: Components, keys: Iterable[str]) -> tuple[list[EntityCard], list[str]]:
+def build_cards(
+    comps: Components, keys: Iterable[str], verify: Verify | None = None
+) -> tuple[list[EntityCard], list[str]]:
     """The cards of these entities as the tables hold them now.
+
+    A card is *confident* when exactly one document is about the entity and, with ``verify``,
+    L2's first passage for "who is NAME?" is one of that document's passages (that passage then
+    leads the card; without ``verify``, the document's first passage does).
 
     Returns:
         ``(cards, gone)``: a card per key the graph knows, and the keys it no longer knows.
@@ -158,17 +196,33 @@ def build_cards(comps: Components, keys: Iterable[str]) -> tuple[list[EntityCard
     view = comps.temporal_views.view() if comps.temporal_views is not None else None
     titles = {d: _title(comps, d) for d in subject_docs}
     summaries: dict[str, str] = {}
+    names = {}
+    for eid, (key, _) in ents.items():
+        docs = sorted(docs_of.get(eid, []))
+        aliases = tuple(sorted({t for d in docs if (t := titles.get(d)) and t != key}))
+        names[eid] = (
+            docs,
+            aliases,
+            next((_plain(t) for t in aliases if subject_key(t) == key), key),
+        )
+    # one document about it: does L2 agree that document answers "who is NAME?"
+    single = {ents[e][0]: names[e][2] for e in ents if len(names[e][0]) == 1}
+    leads = verify({k: f"who is {n}?" for k, n in single.items()}) if verify and single else {}
     cards = []
     for eid, (key, kind) in ents.items():
-        docs = sorted(docs_of.get(eid, []))
+        docs, aliases, name = names[eid]
         passages = [c for d in docs for c in own.get(d, [])]
+        confident = len(docs) == 1 and bool(passages)
+        if confident and verify is not None:
+            lead = leads.get(key)
+            confident = lead in passages
+            if confident:
+                passages = [lead, *(c for c in passages if c != lead)]
         # then the passages naming it: most used (learning on), most mentions, stable by id
         others = sorted(named.get(eid, []), key=lambda m: (-uses.get(m[0], 0.0), -m[1], m[0]))
         passages += [c for c, _ in others if c not in set(passages)]
         complete = len(passages) <= MAX_PASSAGES
         passages = passages[:MAX_PASSAGES]
-        aliases = tuple(sorted({t for d in docs if (t := titles.get(d)) and t != key}))
-        name = next((_plain(t) for t in aliases if subject_key(t) == key), key)
         summary = ""
         if docs:
             if docs[0] not in summaries:
@@ -185,7 +239,7 @@ def build_cards(comps: Components, keys: Iterable[str]) -> tuple[list[EntityCard
                 complete=complete,
                 statements=_statements(view, passages),
                 summary=summary,
-                confident=len(docs) == 1 and bool(own.get(docs[0])),
+                confident=confident,
                 commit=comps.commit_no,
             )
         )

@@ -6,7 +6,8 @@ cached answers: with it on, answers change as they are used, and a card answer i
 is an entity question (:func:`~.questions.entity_question`: "who is X", "tell me about X",
 "X?"...) whose name is, whole, the key of an entity the graph knows (its normal form, a
 document title's parenthesised qualifier dropped); that entity's card is *confident* (exactly
-one document is about it, so that document's first passage leads the card); the card is as of
+one document is about it, and when the card was built L2's first passage for "who is X?" was
+one of that document's passages, which then leads the card); the card is as of
 the store's commit; the question comes without ``as_of``, a filter or a context; and the card
 holds ``k`` passages or every passage naming the entity.
 
@@ -17,37 +18,76 @@ question vector is made).
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
+import numpy as np
+
+from ..embedders.base import checked
 from ..fusion import Fused
 from ..graph.store import subject_key
 from ..query.match import verdict
-from ..query.state import elapsed_ms
+from ..query.state import QueryState, elapsed_ms
 from ..types import QueryResult
-from .build import document_summary
+from .build import behind, document_summary, rebuild_all
 from .questions import entity_question
 from .store import EntityCard
 
 if TYPE_CHECKING:
     from ..components import Components
-    from ..query.hits import HitBuilder
     from ..query.request import QueryRequest
+    from ..router import Router
+
+log = logging.getLogger(__name__)
+
+#: How many passages the L2 answer that checks a card is asked for.
+VERIFY_K = 5
 
 __all__ = ["CardStage"]
 
 
 class CardStage:
-    """Answers entity questions from cards, and reads cards and summaries.
+    """Answers entity questions from cards, checks cards against L2, and reads cards and
+    summaries.
+
+    Made with the router; a writer whose cards are behind the archive (never built, another
+    version, commits made with cards off) rebuilds them all then.
 
     Args:
         comps: The store's parts.
-        hits: Builds hits from passage ids (the same as L2's).
+        router: The router (its hit builder, and L2 to check cards with).
     """
 
-    def __init__(self, comps: Components, hits: HitBuilder) -> None:
+    def __init__(self, comps: Components, router: Router) -> None:
         self._comps = comps
-        self._hits = hits
+        self._router = router
         self._current = -1  # the last commit the cards were seen to be built at
+        if behind(comps):
+            log.info("building entity cards")
+            rebuild_all(comps, self.verify)
+
+    def verify(self, questions: dict[str, str]) -> dict[str, str | None]:
+        """L2's first passage for each question (entity key -> question), as a fresh query
+        would give it (no L1, no learning); the questions are embedded in one batch when the
+        embedder gives a batch the vectors it gives one question."""
+        router, keys = self._router, list(questions)
+        vecs = self._vectors([questions[k] for k in keys])
+        out: dict[str, str | None] = {}
+        for key, vec in zip(keys, vecs):
+            ans = router.answer(QueryState(questions[key], VERIFY_K, None, qvec=vec))
+            out[key] = ans.hits[0].chunk_id if ans.hits else None
+        return out
+
+    def _vectors(self, texts: list[str]) -> list[np.ndarray | None]:
+        comps = self._comps
+        if not texts or comps.backend is None or comps.config.fusion.weights.get("dense", 1.0) <= 0:
+            return [None] * len(texts)
+        emb = comps.embedder.get()
+        first = checked(emb, emb.embed_query(texts[0]), None)
+        batch = checked(emb, emb.embed(texts), len(texts))
+        if np.allclose(batch[0], first, atol=1e-5):
+            return list(batch)
+        return [first] + [checked(emb, emb.embed_query(t), None) for t in texts[1:]]
 
     @property
     def on(self) -> bool:
@@ -103,7 +143,7 @@ class CardStage:
         if len(card.passages) < req.k and not card.complete:
             return None  # more passages name it than the card holds: L2 ranks them
         fused = [Fused(cid, 1.0 / (i + 1), {"card": i + 1}) for i, cid in enumerate(card.passages)]
-        hits = self._hits.build(fused, req.k, None)
+        hits = self._router.hits.build(fused, req.k, None)
         if not hits or hits[0].chunk_id != card.passages[0]:
             return None  # the archive lacks its lead passage (an interrupted change)
         kept, best, weak = verdict(hits, req.min_score)

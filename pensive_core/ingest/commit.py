@@ -246,7 +246,7 @@ class Committer:
                             comps.l1.close()
                         comps.l1 = None
             if changes.changed:  # the cards of exactly the entities the change touched
-                update_cards(comps, changes, commit)
+                update_cards(comps, changes, commit, self.invalidation.router().cards.verify)
             self.clear()
             self._committed = None
 
