@@ -120,6 +120,26 @@ def test_an_ambiguous_name_is_not_served(store):
     assert store.query("what is Kestrel?", k=2).card is None
 
 
+def test_a_card_l2_does_not_agree_with_is_not_served(tmp_path):
+    # the document titled "Zed Quill" never says the name; another says little else: L2's
+    # first passage for "who is Zed Quill?" is the other one, so the card is not confident
+    with Pensive(tmp_path / "s", config=HASH_CONFIG) as p:
+        p.ingest(
+            [
+                Document(
+                    id="zq",
+                    text="A village bakery opened in 1990 selling rye bread and pastries.",
+                    metadata={"title": "Zed Quill"},
+                ),
+                Document(id="other", text="Zed Quill, Zed Quill: the story of Zed Quill."),
+            ]
+        )
+        card = p.router.cards.card("Zed Quill")
+        assert card is not None and card.docs == ("zq",) and not card.confident
+        res = p.query("who is Zed Quill?", k=1)
+        assert res.card is None and res.hits[0].doc_id == "other"
+
+
 def test_a_title_qualifier_may_be_left_out_or_given(store):
     card = store.router.cards.card("Blue Strata")
     assert card is not None and card.confident and card.docs == ("Blue Strata",)
