@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import NotFoundError
 from ..graph.store import GraphStore, subject_key
 from ..timeutil import ensure_utc, to_iso
+from .questions import entity_question
 from .store import CardStatement, CardStore, EntityCard
 from .summary import summarize
 
@@ -206,13 +207,18 @@ def build_cards(
             next((_plain(t) for t in aliases if subject_key(t) == key), key),
         )
     # one document about it: does L2 agree that document answers "who is NAME?"
-    single = {ents[e][0]: names[e][2] for e in ents if len(names[e][0]) == 1}
+    # (only names a question can ask about: a long title, say, is never checked)
+    single = {
+        ents[e][0]: names[e][2]
+        for e in ents
+        if len(names[e][0]) == 1 and askable(names[e][2], ents[e][0])
+    }
     leads = verify({k: f"who is {n}?" for k, n in single.items()}) if verify and single else {}
     cards = []
     for eid, (key, kind) in ents.items():
         docs, aliases, name = names[eid]
         passages = [c for d in docs for c in own.get(d, [])]
-        confident = len(docs) == 1 and bool(passages)
+        confident = len(docs) == 1 and bool(passages) and askable(name, key)
         if confident and verify is not None:
             lead = leads.get(key)
             confident = lead in passages
@@ -244,6 +250,13 @@ def build_cards(
             )
         )
     return cards, gone
+
+
+def askable(name: str, key: str) -> bool:
+    """Whether an entity question can name this entity ("who is NAME?" parses to a name
+    whose key is ``key``): a card no question reaches is never served, so never checked."""
+    asked = entity_question(f"who is {name}?")
+    return asked is not None and subject_key(asked) == key
 
 
 def _plain(title: str) -> str:
