@@ -40,6 +40,7 @@ __all__ = [
     "build_cards",
     "document_summary",
     "open_cards",
+    "phrasings",
     "rebuild_all",
     "update_cards",
 ]
@@ -53,11 +54,12 @@ _BATCH = 500
 
 
 #: Bumped when what a card holds or how it is judged changes: older cards are rebuilt.
-CARDS_VERSION = 2
+CARDS_VERSION = 3
 
-#: Asks L2 one question per entity (entity key -> question) and returns the passage id L2
-#: puts first for each (None: no answer). See :meth:`~.stage.CardStage.verify`.
-Verify = Callable[[dict[str, str]], dict[str, "str | None"]]
+#: Asks L2 each entity's questions (entity key -> questions) and returns the passage id L2
+#: puts first for all of them (None: they differ, or no answer). See
+#: :meth:`~.stage.CardStage.verify`.
+Verify = Callable[[dict[str, list[str]]], dict[str, "str | None"]]
 
 
 def open_cards(comps: Components) -> None:
@@ -158,8 +160,8 @@ def build_cards(
     """The cards of these entities as the tables hold them now.
 
     A card is *confident* when exactly one document is about the entity and, with ``verify``,
-    L2's first passage for "who is NAME?" is one of that document's passages (that passage then
-    leads the card; without ``verify``, the document's first passage does).
+    L2 puts one and the same passage of that document first for each of :func:`phrasings`
+    (that passage then leads the card; without ``verify``, the document's first passage does).
 
     Returns:
         ``(cards, gone)``: a card per key the graph knows, and the keys it no longer knows.
@@ -206,14 +208,14 @@ def build_cards(
             aliases,
             next((_plain(t) for t in aliases if subject_key(t) == key), key),
         )
-    # one document about it: does L2 agree that document answers "who is NAME?"
+    # one document about it: does L2 put one passage of it first for each phrasing?
     # (only names a question can ask about: a long title, say, is never checked)
     single = {
         ents[e][0]: names[e][2]
         for e in ents
         if len(names[e][0]) == 1 and askable(names[e][2], ents[e][0])
     }
-    leads = verify({k: f"who is {n}?" for k, n in single.items()}) if verify and single else {}
+    leads = verify({k: list(phrasings(n)) for k, n in single.items()}) if verify and single else {}
     cards = []
     for eid, (key, kind) in ents.items():
         docs, aliases, name = names[eid]
@@ -250,6 +252,12 @@ def build_cards(
             )
         )
     return cards, gone
+
+
+def phrasings(name: str) -> tuple[str, str]:
+    """The questions a card is checked with: an identity question and an open one (on
+    HotpotQA's tune titles the open one was where L2 most often chose another passage)."""
+    return (f"who is {name}?", f"tell me about {name}")
 
 
 def askable(name: str, key: str) -> bool:

@@ -6,8 +6,9 @@ cached answers: with it on, answers change as they are used, and a card answer i
 is an entity question (:func:`~.questions.entity_question`: "who is X", "tell me about X",
 "X?"...) whose name is, whole, the key of an entity the graph knows (its normal form, a
 document title's parenthesised qualifier dropped); that entity's card is *confident* (exactly
-one document is about it, and when the card was built L2's first passage for "who is X?" was
-one of that document's passages, which then leads the card); the card is as of
+one document is about it, and when the card was built L2 put one and the same passage of that
+document first for both "who is X?" and "tell me about X", which then leads the card); the
+card is as of
 the store's commit; the question comes without ``as_of``, a filter or a context; and the card
 holds ``k`` passages or every passage naming the entity.
 
@@ -21,9 +22,6 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-import numpy as np
-
-from ..embedders.base import checked
 from ..fusion import Fused
 from ..graph.store import subject_key
 from ..query.match import verdict
@@ -66,28 +64,17 @@ class CardStage:
             log.info("building entity cards")
             rebuild_all(comps, self.verify)
 
-    def verify(self, questions: dict[str, str]) -> dict[str, str | None]:
-        """L2's first passage for each question (entity key -> question), as a fresh query
-        would give it (no L1, no learning); the questions are embedded in one batch when the
-        embedder gives a batch the vectors it gives one question."""
-        router, keys = self._router, list(questions)
-        vecs = self._vectors([questions[k] for k in keys])
+    def verify(self, questions: dict[str, list[str]]) -> dict[str, str | None]:
+        """Per entity key, the passage L2 puts first for every one of its questions, as a
+        fresh query would (no L1, no learning); None when they differ or one has no answer."""
         out: dict[str, str | None] = {}
-        for key, vec in zip(keys, vecs):
-            ans = router.answer(QueryState(questions[key], VERIFY_K, None, qvec=vec))
-            out[key] = ans.hits[0].chunk_id if ans.hits else None
+        for key, texts in questions.items():
+            tops = set()
+            for text in texts:
+                ans = self._router.answer(QueryState(text, VERIFY_K, None))
+                tops.add(ans.hits[0].chunk_id if ans.hits else None)
+            out[key] = tops.pop() if len(tops) == 1 else None
         return out
-
-    def _vectors(self, texts: list[str]) -> list[np.ndarray | None]:
-        comps = self._comps
-        if not texts or comps.backend is None or comps.config.fusion.weights.get("dense", 1.0) <= 0:
-            return [None] * len(texts)
-        emb = comps.embedder.get()
-        first = checked(emb, emb.embed_query(texts[0]), None)
-        batch = checked(emb, emb.embed(texts), len(texts))
-        if np.allclose(batch[0], first, atol=1e-5):
-            return list(batch)
-        return [first] + [checked(emb, emb.embed_query(t), None) for t in texts[1:]]
 
     @property
     def on(self) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 
 from ..archive import write_transaction
 
@@ -81,7 +81,9 @@ class EntityCard:
 
     def to_json(self) -> str:
         """The card as one JSON text (how it is stored)."""
-        return json.dumps(asdict(self), ensure_ascii=False, separators=(",", ":"))
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["statements"] = [vars(s) for s in self.statements]  # (asdict deep-copies: slow)
+        return json.dumps(d, ensure_ascii=False, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> EntityCard:
