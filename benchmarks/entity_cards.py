@@ -210,7 +210,8 @@ def markdown(payload: dict[str, Any]) -> str:
         "with `[router] entity_cards` on, then with cards and the L1 cache off (a fresh L2 "
         f"answer), k={payload['config']['k']}, MiniLM, default config. `python -m "
         "benchmarks.entity_cards`. Tuned on: HotpotQA *tune* titles; reported on HotpotQA "
-        "*heldout* titles and TimeQA (chose nothing).",
+        "*heldout* titles and TimeQA (nothing was tuned on them; the rules tried before are in "
+        "docs/benchmarks.md).",
         "",
         "| set | questions | served by card | hit rate | agreement (passage) | agreement "
         "(document) | card p50 / p95 ms | L2 p50 / p95 ms (same questions) |",
