@@ -70,6 +70,7 @@ bench: bench-setup
 	$(BIN)/python -m benchmarks.postgres_parity --store $(BENCH)/parity
 	$(BIN)/python -m benchmarks.weak_results --store $(BENCH)/weak
 	$(BIN)/python -m benchmarks.boilerplate --store $(BENCH)/weak
+	$(BIN)/python -m benchmarks.entity_cards --store $(BENCH)/cards
 	$(BIN)/python -m benchmarks.crash --kills 200
 	$(BIN)/python -m benchmarks.embed_speed
 	$(BIN)/python -m benchmarks.reembed

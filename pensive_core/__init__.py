@@ -3,6 +3,7 @@
 Importing this package loads no model, opens no file and touches no network.
 """
 
+from .cards import CardStatement, EntityCard
 from .chunking import chunk_text
 from .config import PensiveConfig, load_config
 from .engine import Pensive
@@ -51,6 +52,7 @@ __all__ = [
     "Aggregation",
     "BackendError",
     "BuiltPrompt",
+    "CardStatement",
     "Chunk",
     "ConfigError",
     "CorruptStoreError",
@@ -58,6 +60,7 @@ __all__ = [
     "Document",
     "DriftDetector",
     "DriftSignal",
+    "EntityCard",
     "ExpectedTrace",
     "Explanation",
     "Fused",

@@ -25,6 +25,8 @@ from typing import Any
 from .archive import DocumentStore
 from .backends.base import VectorBackend
 from .cache import AnswerCache
+from .cards.build import open_cards
+from .cards.store import CardStore
 from .config import (
     STRUCTURAL_KEYS,
     PensiveConfig,
@@ -155,6 +157,7 @@ class Components:
         temporal: Statements and dates (None when off).
         learning: Use history and learned edge weights (None unless learning is on).
         l1: The hot cache (None when off).
+        cards: Entity cards and summaries (None when off, or not on this engine).
         stats: Per-tier query statistics.
         contexts: The context generator for ``"prose"`` and for ``"records"`` documents.
         llm: The LLM given to the store, or None.
@@ -187,6 +190,7 @@ class Components:
     temporal: TemporalTables | None = None
     learning: Learning | None = None
     l1: AnswerCache | None = None
+    cards: CardStore | None = None
     contexts: dict[str, ContextGenerator | None] = field(default_factory=dict)
     llm: Any = None
     extractor: EntityExtractor = field(init=False)
@@ -466,6 +470,7 @@ def _open_parts(
             comps.learning = Learning(
                 history, edges, archive, deterministic=lc.deterministic, read_only=read_only
             )
+        open_cards(comps)
         if cfg.router.l1:
             comps.l1 = storage.open_answer_cache(cfg.router)
             if comps.l1.commit != comps.commit_no and not read_only:

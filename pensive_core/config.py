@@ -280,6 +280,9 @@ class RouterConfig(_Section):
     l1_hot: int = Field(2_000, ge=1)  # entries whose answers are also held in memory
     l1_ttl_s: float = Field(86_400.0, gt=0)
     l1_fuzzy: bool = True  # near-duplicate (typo-level) matches after the exact and bag keys
+    # entity questions ("who is X") about one known entity answered from its L1 card
+    # (pensive_core.cards; benchmarks/results/entity_cards.md); the embedded engine only
+    entity_cards: bool = True
     # a commit changing more than this share of the passages empties L1 instead of checking each
     # entry (corpus statistics moved for every question)
     l1_bulk_fraction: float = Field(0.05, gt=0, le=1)

@@ -395,6 +395,10 @@ class Pensive:
             raise NotFoundError(f"no document with id {doc_id!r} in {self.path}")
         return doc
 
+    def summary(self, doc_id: str) -> str:
+        """A document's summary: its lead sentences (raises NotFoundError for an unknown id)."""
+        return self.router.cards.summary(doc_id)
+
     def history(self, hit: Hit | str) -> list[Hit]:
         """How the facts a passage states changed: every statement of its slots, oldest first.
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
+from .cards.stage import CardStage
 from .query.aggregate import AggregationStage
 from .query.confidence import confidence
 from .query.context import ContextStage
@@ -58,6 +59,7 @@ class Router:
 
     Attributes:
         cache: The L1 stage.
+        cards: Entity cards (L1): entity questions, cards and document summaries.
         aggregation: Counting questions.
         retrieval: L2's dense and sparse lists, fused.
         graph: The graph stage.
@@ -82,6 +84,7 @@ class Router:
         self.rerank = RerankStage(comps)
         self.escalation = Escalation(comps)
         self.pins = Pins(comps)
+        self.cards = CardStage(comps, self)  # last: it may check cards with the stages above
 
     def route(self, req: QueryRequest, t0: float) -> QueryResult:
         """The answer to a validated request (``t0``: when the call began, for latency).
@@ -105,7 +108,11 @@ class Router:
         return dataclasses.replace(res, hits=hits, query=req.text, latency_ms=elapsed_ms(t0))
 
     def tiers(self, req: QueryRequest, t0: float) -> QueryResult:
-        """L1, then :meth:`compute`: the answer to a request without pins."""
+        """L1 (an entity's card, then the cache), then :meth:`compute`: the answer to a
+        request without pins."""
+        carded = self.cards.answer(req, t0)  # "who is X": X's card, when it is confident
+        if carded is not None:
+            return carded
         qk = self.cache.key(req)
         if qk is not None:
             cached = self.cache.lookup(qk)

@@ -230,6 +230,8 @@ class QueryResult:
         weak: True when no hit is a likely match: ``match`` below
             :data:`~pensive_core.query.match.WEAK_BELOW`, or no hits left. An application
             should then abstain or say the store does not seem to hold the answer.
+        card: On an answer from an entity card (an entity question, tier ``"L1"``), the
+            entity's key (see :mod:`pensive_core.cards`); else None.
     """
 
     hits: list[Hit]
@@ -243,6 +245,7 @@ class QueryResult:
     time_scope: TimeScope | None = None
     match: float | None = None
     weak: bool = False
+    card: str | None = None
 
 
 @dataclass(frozen=True)

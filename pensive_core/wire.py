@@ -75,6 +75,7 @@ def result_json(res: Any) -> dict[str, Any]:
         "weak": bool(res.weak),
         "latency_ms": float(res.latency_ms),
         "cached_from": res.cached_from,
+        "card": res.card,
         "hits": [hit_json(h) for h in res.hits],
         "time_scope": None if res.time_scope is None else _plain(asdict(res.time_scope)),
         "aggregation": None if res.aggregation is None else _plain(asdict(res.aggregation)),

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import hooks
 from ..archive import INDEXED
+from ..cards.build import update_cards
 from ..errors import BackendError, StorageError
 from ..files import disk_error
 from ..types import Document
@@ -244,6 +245,8 @@ class Committer:
                         with contextlib.suppress(Exception):
                             comps.l1.close()
                         comps.l1 = None
+            if changes.changed:  # the cards of exactly the entities the change touched
+                update_cards(comps, changes, commit, self.invalidation.router().cards.verify)
             self.clear()
             self._committed = None
 

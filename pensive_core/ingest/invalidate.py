@@ -51,6 +51,10 @@ class L1Invalidation:
         self.comps = comps
         self._router = router
 
+    def router(self) -> Router:
+        """The router (for what else a commit updates through it: entity cards)."""
+        return self._router()
+
     def invalidate(self, commit: int, changes: ChangeSet) -> None:
         """Drop exactly the cached answers this commit could change (all, for a bulk change).
 

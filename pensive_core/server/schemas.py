@@ -158,6 +158,7 @@ class QueryOut(BaseModel):
     weak: bool = Field(False, description="No hit is a likely answer: abstain.")
     latency_ms: float
     cached_from: str | None = None
+    card: str | None = Field(None, description="The entity whose L1 card answered.")
     hits: list[HitOut]
     time_scope: dict[str, Any] | None = Field(None, description="The time the question asks about.")
     aggregation: dict[str, Any] | None = Field(None, description="A count from the entity graph.")

@@ -16,6 +16,8 @@ EXPECTED = {
     "Aggregation",
     "BackendError",
     "BuiltPrompt",
+    "CardStatement",
+    "EntityCard",
     "Conversation",
     "DriftDetector",
     "DriftSignal",
