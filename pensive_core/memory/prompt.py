@@ -265,18 +265,21 @@ class PromptBuilder:
             raise InputError("query and system must be str")
         headroom = self.headroom_tokens(token_budget)
         limit = token_budget - headroom
+        tmpl = self.template if template is None else resolve_template(template)
+        parts = {
+            s: _entries(v, s) for s, v in zip(SECTIONS[1:5], (pins, summaries, retrieved, history))
+        }
+        if tmpl is not None:  # a section the template has no slot for is not shown at all
+            parts = tmpl.restrict(parts, system)
         run = _Run(
             self,
             strategy=self.strategy if strategy is None else resolve_strategy(strategy),
-            template=self.template if template is None else resolve_template(template),
+            template=tmpl,
             limit=limit,
             query=query,
             show_query=show_query,
             system=system,
-            pins=_entries(pins, "pins"),
-            summaries=_entries(summaries, "summaries"),
-            retrieved=_entries(retrieved, "retrieved"),
-            history=_entries(history, "history"),
+            **parts,
         )
         minimal = run.minimal()
         floor_text = run.render(minimal)

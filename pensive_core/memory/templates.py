@@ -41,6 +41,13 @@ __all__ = ["SLOTS", "TEMPLATES", "PromptTemplate", "resolve_template"]
 SLOTS = ("system", "pins", "summary", "context", "sources", "history", "query")
 # slots whose content is the same from one turn to the next (the cacheable prefix)
 _STABLE = frozenset({"system", "pins", "summary"})
+# the builder's sections and the slots that show each
+_SECTION_SLOTS = {
+    "pins": frozenset({"pins"}),
+    "summaries": frozenset({"summary"}),
+    "retrieved": frozenset({"context", "sources"}),
+    "history": frozenset({"history"}),
+}
 _BLANK_RUNS = re.compile(r"\n[ \t]*\n(?:[ \t]*\n)+")
 
 #: Built-in templates by name.
@@ -133,6 +140,40 @@ class PromptTemplate:
         text = _tidy("".join(parts)).strip()
         prefix = _tidy("".join(parts) if head is None else head).lstrip()
         return text, os.path.commonprefix([prefix, text])
+
+    def restrict(self, parts: Mapping[str, list[Any]], system: str = "") -> dict[str, list[Any]]:
+        """The builder's sections with those this template has no slot for emptied (so no
+        budget is spent on what would not be shown).
+
+        Args:
+            parts: Items by builder section (``pins``, ``summaries``, ``retrieved``,
+                ``history``); each has ``.pinned``.
+            system: The system prompt.
+
+        Returns:
+            The sections, those without a slot empty.
+
+        Raises:
+            InputError: A system prompt or a pinned item would be left out for want of a slot.
+        """
+        if system.strip() and "system" not in self.slots:
+            raise InputError(
+                f"prompt template {self.name!r} has no {{system}} slot but a system prompt was "
+                "given; add {system} to the template or leave the system prompt out"
+            )
+        out = {}
+        for section, items in parts.items():
+            slots = _SECTION_SLOTS[section]
+            if self.slots & slots or not items:
+                out[section] = list(items)
+                continue
+            if any(getattr(it, "pinned", False) for it in items):
+                raise InputError(
+                    f"prompt template {self.name!r} has no {' or '.join('{' + x + '}' for x in sorted(slots))} slot "
+                    f"but {section} holds pinned items, which are never dropped; add the slot"
+                )
+            out[section] = []
+        return out
 
     def __repr__(self) -> str:
         return f"PromptTemplate({self.name!r})"
