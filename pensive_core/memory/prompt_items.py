@@ -68,7 +68,8 @@ class BuiltPrompt:
 
     Args:
         text: The whole prompt, sections in order.
-        prefix: The stable part (system, pins, summaries); ``text`` starts with it. It is
+        prefix: The stable part (system, pins, summaries; with a template, its text up to the
+            first slot that changes from turn to turn); ``text`` starts with it. It is
             byte-identical across builds that share budget, system, pins and summaries (summaries
             are cut the same way whatever the query), unless passages and history at their
             floors forced the summaries to give way.
