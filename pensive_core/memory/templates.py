@@ -35,7 +35,7 @@ from typing import Any
 from ..errors import InputError
 from .strategies import parse_slots
 
-__all__ = ["SLOTS", "TEMPLATES", "PromptTemplate", "resolve_template"]
+__all__ = ["SLOTS", "TEMPLATES", "PromptTemplate", "resolve_template", "served_choice"]
 
 #: Every slot a template may use.
 SLOTS = ("system", "pins", "summary", "context", "sources", "history", "query")
@@ -216,4 +216,40 @@ def resolve_template(spec: Any, *, error: type = InputError) -> PromptTemplate |
     raise error(
         f"unknown prompt template {spec!r}: not one of {sorted(TEMPLATES)}, not template text "
         "(no {query} slot) and not a file; pass a built-in name, text with {query}, or a path"
+    )
+
+
+def served_choice(strategy: str | None, template: str | None) -> tuple[Any, Any]:
+    """A strategy and template that came over the network (the HTTP service, MCP), checked.
+
+    A request may name a built-in or give text (a line template, template text); it may not
+    name a ``"module:Class"`` (that would import code) or a file (that would read the
+    server's files).
+
+    Args:
+        strategy: A strategy name or line template, or None.
+        template: A template name or template text, or None.
+
+    Returns:
+        ``(strategy, template)`` resolved (None where not given).
+
+    Raises:
+        InputError: A class path, a file path, or what :func:`resolve_strategy` and
+            :func:`resolve_template` refuse.
+    """
+    from .strategies import STRATEGIES, resolve_strategy
+
+    if strategy is not None and strategy not in STRATEGIES and "{" not in strategy:
+        raise InputError(
+            f"unknown prompt strategy {strategy!r}; over the service use one of "
+            f"{sorted(STRATEGIES)} or a line template holding {{text}}"
+        )
+    if template is not None and template not in TEMPLATES and "{" not in template:
+        raise InputError(
+            f"unknown prompt template {template!r}; over the service use one of "
+            f"{sorted(TEMPLATES)} or template text holding {{query}} (no file paths)"
+        )
+    return (
+        None if strategy is None else resolve_strategy(strategy),
+        None if template is None else resolve_template(template),
     )
