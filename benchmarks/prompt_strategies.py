@@ -12,7 +12,10 @@ template (with ``concatenate``). Recorded per variant and budget:
 * ``retrieved``: tokens of the retrieved section (labels and line heads included), mean;
 * ``evidence_any`` / ``evidence_all``: the share of questions with at least one / every
   evidence turn (LoCoMo ``dia_id``) in the prompt, whole or clipped; ``evidence_whole``: at
-  least one evidence turn present unclipped.
+  least one evidence turn present unclipped;
+* ``prefix_stable``: the share of builds whose cacheable prefix (``BuiltPrompt.prefix``) is
+  byte-identical to the previous question's in the same conversation (the store does not
+  change between questions, so anything below 1 is a caching bug).
 
 Nothing is chosen from these figures: the strategies' thresholds are not tuned (see
 ``pensive_core/memory/strategies.py``). They are reported apart on the conversations
@@ -59,6 +62,7 @@ def run(store: Path, convs: list[dict[str, Any]], per_conv: int) -> dict[str, An
     """Figures by split, variant and budget."""
     count = token_counter("cl100k_base").count
     rows: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+    last: dict[tuple[str, str, int], str] = {}
     with Pensive(store, config={"memory": {"followup_reuse": False}}) as p:
         for conv in convs:
             split = next((s for s, ids in SPLITS.items() if conv["id"] in ids), "other")
@@ -72,6 +76,9 @@ def run(store: Path, convs: list[dict[str, Any]], per_conv: int) -> dict[str, An
                         built = chat.build(q["text"], budget, strategy=strategy, template=template)
                         ms = (time.perf_counter() - t0) * 1000
                         inc, clipped = set(built.included), set(built.clipped)
+                        key = (conv["id"], label, budget)
+                        stable = last.setdefault(key, built.prefix) == built.prefix
+                        last[key] = built.prefix
                         rows.setdefault((split, label, budget), []).append(
                             {
                                 "used": count(built.text) / budget,
@@ -81,6 +88,7 @@ def run(store: Path, convs: list[dict[str, Any]], per_conv: int) -> dict[str, An
                                 "all": bool(gold) and gold <= inc,
                                 "whole": bool(gold & (inc - clipped)),
                                 "ms": ms,
+                                "stable": stable,
                             }
                         )
     out: dict[str, Any] = {}
@@ -94,6 +102,7 @@ def run(store: Path, convs: list[dict[str, Any]], per_conv: int) -> dict[str, An
             "evidence_any": round(statistics.fmean(r["any"] for r in rs), 4),
             "evidence_all": round(statistics.fmean(r["all"] for r in rs), 4),
             "evidence_whole": round(statistics.fmean(r["whole"] for r in rs), 4),
+            "prefix_stable": round(statistics.fmean(r["stable"] for r in rs), 4),
             "build_ms": percentiles([r["ms"] for r in rs]),
         }
     return out
@@ -108,7 +117,9 @@ def markdown(res: dict[str, Any]) -> str:
         "questions (category 5 left out). *used*: prompt tokens / budget (mean, max); *retr*: "
         "mean tokens of the retrieved section; *any / all*: share of questions with one / every "
         "evidence turn in the prompt; *whole*: one evidence turn unclipped. Over budget: "
-        f"{res['over_budget_total']} prompts of {res['prompts']}. Nothing here chose anything: "
+        f"{res['over_budget_total']} prompts of {res['prompts']}; prefix byte-identical to the "
+        f"previous question's: {res['prefix_stable_min']:.3f} (lowest over variants). "
+        "Nothing here chose anything: "
         "the strategies' thresholds are not tuned.",
         "",
     ]
@@ -157,6 +168,7 @@ def main(argv: list[str] | None = None) -> None:
         "build": info,
         "prompts": sum(r["questions"] for r in flat),
         "over_budget_total": sum(r["over_budget"] for r in flat),
+        "prefix_stable_min": min(r["prefix_stable"] for r in flat),
         "results": results,
         "seconds": round(time.perf_counter() - t0, 1),
     }

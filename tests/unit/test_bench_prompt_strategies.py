@@ -36,5 +36,6 @@ def test_run_reports_every_variant_by_split_within_budget(tmp_path):
             assert set(by_budget) == {str(b) for b in BUDGETS}
             for r in by_budget.values():
                 assert r["questions"] == 1 and r["over_budget"] == 0 and r["max_used"] <= 0.9
-    md = markdown({"results": res, "over_budget_total": 0, "prompts": 28})
+                assert r["prefix_stable"] == 1.0
+    md = markdown({"results": res, "over_budget_total": 0, "prompts": 28, "prefix_stable_min": 1})
     assert "| weighted |" in md and "reporting conversations (conv-30, conv-42" in md
