@@ -422,7 +422,9 @@ class _Run:
             "query": self._section("query", [query]) if show_query and query.strip() else "",
         }
         self.fixed_cost = sum(self.n(t) + self.sep_cost for t in self.fixed_text.values() if t)
-        self.fixed_cost += self.n(template.fixed) if template else 0
+        if template is not None:  # no headers or separators: the template's text stands for them
+            bodies = [system, *(e.item.text for e in pins), query if show_query else ""]
+            self.fixed_cost = self.n(template.fixed) + sum(self.n(t) for t in bodies if t)
         stable = [self.fixed_text["system"], self.fixed_text["pins"]]
         stable_cost = sum(self.n(t) + self.sep_cost for t in stable if t)
         self.summary_room = math.floor(max(0, limit - stable_cost) * builder.shares["summaries"])
@@ -548,12 +550,8 @@ class _Run:
     def _cost(self, name: str, lines: Sequence[str]) -> int:
         if not lines:
             return 0
-        return (
-            self.n(_HEADERS[name] + "\n")
-            + sum(self.n(t) for t in lines)
-            + (len(lines) - 1) * self.n(_ITEM_SEP[name])
-            + self.sep_cost
-        )
+        head = 0 if self.template else self.n(_HEADERS[name] + "\n") + self.sep_cost
+        return head + sum(self.n(t) for t in lines) + (len(lines) - 1) * self.n(_ITEM_SEP[name])
 
     def cost_summaries(self, lines: Sequence[_Line]) -> int:
         return self._cost("summaries", [ln.body for ln in lines])
