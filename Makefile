@@ -64,6 +64,7 @@ bench: bench-setup
 	$(BIN)/python -m benchmarks.temporal --store $(BENCH)/temporal --scifact-store $(BENCH)/scifact
 	$(BIN)/python -m benchmarks.contextual --store $(BENCH)/contextual --compare-store $(BENCH)/scifact
 	$(BIN)/python -m benchmarks.memory --store $(BENCH)/memory
+	$(BIN)/python -m benchmarks.prompt_strategies --store $(BENCH)/memory
 	$(BIN)/python -m benchmarks.reliability --store $(BENCH)/reliability
 	$(BIN)/python -m benchmarks.postgres_engine --store $(BENCH)/postgres_engine --base-store $(BENCH)/scifact
 	$(BIN)/python -m benchmarks.replicas --store $(BENCH)/replicas

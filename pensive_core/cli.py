@@ -868,6 +868,8 @@ def chat_context(
     session_id: str = typer.Argument(..., help="The session."),
     query: str = typer.Argument(..., help="The question the context is for."),
     budget: int = typer.Option(2000, "--budget", "-b", min=1, help="Token budget."),
+    strategy: str | None = typer.Option(None, help="concatenate|weighted|recency|template|..."),
+    template: str | None = typer.Option(None, help="qa|research|conversational|text|file"),
     user: str | None = UserOpt,
     store: Path | None = StoreOpt,
     config: Path | None = ConfigOpt,
@@ -880,7 +882,9 @@ def chat_context(
     takes and the budget.
     """
     with _open(store, config, namespace=namespace, read_only=user is None, must_exist=True) as p:
-        built = _session(p, session_id, user).build(query, budget)
+        built = _session(p, session_id, user).build(
+            query, budget, strategy=strategy, template=template
+        )
     if as_json:
         print_json({"text": built.text, "tokens": built.tokens, "budget": built.budget})
         return

@@ -500,6 +500,32 @@ class MemoryConfig(_Section):
     retrieved_share: float = Field(0.60, ge=0.0, le=1.0)
     history_share: float = Field(0.20, ge=0.0, le=1.0)
     headroom: float = Field(0.10, ge=0.0, lt=1.0)  # of the budget, left for the answer
+    # how context() shows retrieved items (memory/strategies.py: concatenate | weighted |
+    # recency | template | a line template with {text} | module:Class) and lays out the
+    # prompt (memory/templates.py: "" for ## sections | qa | research | conversational |
+    # template text with {query} | a file path)
+    prompt_strategy: str = "concatenate"
+    prompt_template: str = ""
+    # a main-store document of at most this many tokens is shown whole; a longer one as its
+    # matched passages, each widened by document_window passages a side, merged (0: never whole)
+    document_whole_tokens: int = Field(300, ge=0)
+    document_window: int = Field(1, ge=0, le=20)
+
+    @field_validator("prompt_strategy")
+    @classmethod
+    def _known_strategy(cls, v: str) -> str:
+        from .memory.strategies import resolve_strategy
+
+        resolve_strategy(v, error=ValueError)
+        return v
+
+    @field_validator("prompt_template")
+    @classmethod
+    def _valid_template(cls, v: str) -> str:
+        from .memory.templates import resolve_template
+
+        resolve_template(v, error=ValueError)
+        return v
 
 
 class RerankConfig(_Section):

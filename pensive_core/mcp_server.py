@@ -50,6 +50,7 @@ from .errors import (
     NotFoundError,
     PensiveError,
 )
+from .memory.templates import served_choice
 from .namespaces import DEFAULT_NAMESPACE, hide_root, namespace_path
 from .server.keys import KeyRing, load_keys, presented_key
 from .server.schemas import ContextIn, DocumentIn, IsoTime, MinScore, PinIds, RecallIn, TurnIn
@@ -315,7 +316,9 @@ def _recall(stores: Stores, p: Pensive, a: RecallArgs) -> dict[str, Any]:
 
 def _context(stores: Stores, p: Pensive, a: ContextArgs) -> dict[str, Any]:
     _limit(stores, a.query)
-    built = p.conversation(a.session_id, user=a.user, create=False).build(a.query, a.token_budget)
+    strategy, template = served_choice(a.strategy, a.template)  # names or text, never paths
+    conv = p.conversation(a.session_id, user=a.user, create=False)
+    built = conv.build(a.query, a.token_budget, strategy=strategy, template=template)
     return {"text": built.text, "tokens": built.tokens, "budget": built.budget}
 
 
@@ -390,7 +393,8 @@ TOOLS: dict[str, _Tool] = {
             ContextArgs,
             "A prompt-ready context for answering a query within a token budget: the "
             "session's pinned facts, summaries, recalled and recent turns, and passages from "
-            "the store. Returns {text, tokens, budget}.",
+            "the store; strategy (concatenate, weighted, recency) and template (qa, research, "
+            "conversational) shape how it reads. Returns {text, tokens, budget}.",
             _context,
             read_only=True,
         ),

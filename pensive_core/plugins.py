@@ -16,6 +16,8 @@ kind           protocol                                         built-in names
 ``extractor``  :class:`~pensive_core.graph.EntityExtractor`     rules, spacy
 ``statements`` :class:`~pensive_core.temporal.StatementExtractor` rules
 ``reranker``   :class:`~pensive_core.rerank.Reranker`           a local cross-encoder folder
+``strategy``   :class:`~pensive_core.memory.PromptStrategy`     concatenate, weighted,
+                                                                recency, template
 ============== ================================================ ========================
 
 A name the registry knows maps to ``"module:Class"`` and is imported only when used (a missing
@@ -110,6 +112,17 @@ PLUG_KINDS: dict[str, PlugKind] = {
         "rerank.model",
         _protocol("pensive_core.rerank", "Reranker"),
         {"cross-encoder": "pensive_core.rerank:CrossEncoderReranker"},
+    ),
+    "strategy": PlugKind(
+        "strategy",
+        "memory.prompt_strategy",
+        _protocol("pensive_core.memory.strategies", "PromptStrategy"),
+        {
+            "concatenate": "pensive_core.memory.strategies:Concatenate",
+            "weighted": "pensive_core.memory.strategies:Weighted",
+            "recency": "pensive_core.memory.strategies:Recency",
+            "template": "pensive_core.memory.strategies:LineTemplate",
+        },
     ),
 }
 

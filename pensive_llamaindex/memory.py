@@ -47,6 +47,8 @@ class PensiveMemoryBlock(BaseMemoryBlock[str]):
             which ``Memory`` already sends); ``"recall"``: the ``k`` recalled turns, one per
             line.
         token_budget: Tokens for ``"context"``.
+        strategy: How ``"context"`` shows recalled turns (``"weighted"``, ``"recency"``...,
+            see :mod:`pensive_core.memory.strategies`); None: ``[memory] prompt_strategy``.
         k: Turns for ``"recall"``.
         name: The block's name in the memory template.
     """
@@ -59,6 +61,7 @@ class PensiveMemoryBlock(BaseMemoryBlock[str]):
     mode: Literal["context", "recall"] = Field(default="context", description="What aget gives.")
     token_budget: int = Field(default=1000, gt=0, description="Tokens for mode 'context'.")
     k: int = Field(default=5, gt=0, description="Turns for mode 'recall'.")
+    strategy: str | None = Field(default=None, description="Prompt strategy for 'context'.")
 
     def conversation(self, session_id: str | None = None) -> Conversation:
         """The Pensive conversation this block reads and writes.
@@ -100,6 +103,8 @@ class PensiveMemoryBlock(BaseMemoryBlock[str]):
             return ""
         if self.mode == "context":
             # the user's message is in Memory's chat already: not repeated as a question
-            return await asyncio.to_thread(conv.context, query, self.token_budget, show_query=False)
+            return await asyncio.to_thread(
+                conv.context, query, self.token_budget, show_query=False, strategy=self.strategy
+            )
         hits = await asyncio.to_thread(conv.recall, query, self.k)
         return render_turns(hits)

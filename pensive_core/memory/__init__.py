@@ -6,6 +6,8 @@ from .drift import DriftDetector, DriftSignal
 from .hypervector import HypervectorSelector
 from .prompt import BuiltPrompt, PromptBuilder, PromptItem
 from .render import render_turn, render_turns
+from .strategies import PromptStrategy
+from .templates import PromptTemplate
 from .tokens import TokenCounter, token_counter
 
 __all__ = [
@@ -16,6 +18,8 @@ __all__ = [
     "HypervectorSelector",
     "PromptBuilder",
     "PromptItem",
+    "PromptStrategy",
+    "PromptTemplate",
     "TokenCounter",
     "Turn",
     "render_turn",

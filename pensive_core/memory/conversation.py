@@ -477,6 +477,8 @@ class Conversation:
         k: int | None = None,
         documents_k: int | None = None,
         show_query: bool = True,
+        strategy: Any = None,
+        template: Any = None,
     ) -> BuiltPrompt:
         """A prompt for answering ``query``, within ``token_budget`` tokens.
 
@@ -500,18 +502,32 @@ class Conversation:
             show_query: End with the question section; False when the caller's prompt already
                 carries the user's message (a framework's memory block), so it is not repeated.
                 The query still decides what is recalled and where passages are clipped.
+            strategy: How recalled items are shown (``"concatenate"``, ``"weighted"``,
+                ``"recency"``, ``"template"``, a line template or a ``PromptStrategy``;
+                default ``[memory] prompt_strategy``).
+            template: The prompt's layout (``"qa"``, ``"research"``, ``"conversational"``,
+                template text with ``{query}``, a file path or a ``PromptTemplate``; default
+                ``[memory] prompt_template``).
 
         Returns:
             The built prompt: ``text``, ``prefix``, ``tokens`` and what was dropped or clipped.
 
         Raises:
-            InputError: On a bad query or budget, or pins that alone exceed the budget.
+            InputError: On a bad query, budget, strategy or template (nothing is changed), or
+                pins that alone exceed the budget.
         """
-        from .session_prompt import neighbour_seqs, passage_items, recalled_items, session_prompt
+        from .documents import document_items
+        from .session_prompt import neighbour_seqs, recalled_items, session_prompt
+        from .strategies import resolve_strategy
+        from .templates import resolve_template
+        from .tokens import token_counter
 
         cfg = self._host.config.memory
         if isinstance(token_budget, bool) or not isinstance(token_budget, int) or token_budget < 1:
             raise InputError(f"token_budget must be a positive int, got {token_budget!r}")
+        # checked before recall: recall counts follow-ups and may reuse state
+        strategy = None if strategy is None else resolve_strategy(strategy)
+        template = None if template is None else resolve_template(template)
         with self._lock:
             recent = self.turns(cfg.recent_turns) if cfg.recent_turns else []
             recent_ids = {t.id for t in recent}
@@ -520,12 +536,19 @@ class Conversation:
             turnlog = self._log()
             seqs = neighbour_seqs(hits, self.session_id)
             neighbours = {} if turnlog is None else turnlog.by_seq(seqs)
-            retrieved = recalled_items(hits, neighbours, self.session_id)
+            retrieved = recalled_items(hits, neighbours, self.session_id, len(self) - 1)
             n_docs = documents_k
             if n_docs is None:
                 n_docs = cfg.shift_documents_k if self._adapted() else cfg.documents_k
             if n_docs > 0 and self._host.documents():
-                retrieved += passage_items(self._host, query, n_docs)
+                retrieved += document_items(
+                    self._host,
+                    query,
+                    n_docs,
+                    counter=token_counter(cfg.tokenizer),
+                    whole_tokens=cfg.document_whole_tokens,
+                    window=cfg.document_window,
+                )
             return session_prompt(
                 cfg,
                 token_budget,
@@ -537,6 +560,8 @@ class Conversation:
                 recent=recent,
                 session_id=self.session_id,
                 show_query=show_query,
+                strategy=strategy,
+                template=template,
             )
 
     def context(self, query: str, token_budget: int = 2000, **options: Any) -> str:

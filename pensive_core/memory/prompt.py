@@ -52,7 +52,7 @@ import logging
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
@@ -60,6 +60,9 @@ from ..chunking import split_sentences
 from ..errors import ConfigError, InputError
 from ..tokenize import Tokenizer
 from ..types import Hit
+from .prompt_items import BuiltPrompt, PromptItem
+from .strategies import Concatenate, PromptStrategy, resolve_strategy
+from .templates import PromptTemplate, resolve_template
 from .tokens import TokenCounter, token_counter
 
 __all__ = ["PromptItem", "BuiltPrompt", "PromptBuilder", "SECTIONS", "clip_passage"]
@@ -79,76 +82,6 @@ _HEADERS = {
 _SECTION_SEP = "\n\n"
 _ITEM_SEP = {"pins": "\n\n", "summaries": "\n\n", "retrieved": "\n\n", "history": "\n"}
 _WORD_RE = re.compile(r"\S+")
-
-
-@dataclass(frozen=True)
-class PromptItem:
-    """One piece of text the prompt may carry.
-
-    Args:
-        text: The text itself.
-        score: For retrieved passages: relevance, higher is better (sets order and drop order).
-        pinned: Never dropped, never clipped.
-        id: A stable id (chunk id, turn id) reported in ``BuiltPrompt.included``/``dropped``/
-            ``clipped``; when empty, one is made from the section and position
-            (``"retrieved:3"``, ``"turn:0"``, ``"summary:1"``, ``"pin:0"``).
-        role: For history turns: the line's head, who spoke (``"user"``, or with the date,
-            ``"[2024-05-02] assistant"``); rendered as ``"role: text"`` and never clipped.
-        expanded: For retrieved passages: a wider window of the source containing ``text``
-            as a substring; the passage is widened into it, sentence by sentence around the
-            passage, when there is room.
-        query_hint: Words to clip around when ``build()`` is given no query.
-    """
-
-    text: str
-    score: float = 0.0
-    pinned: bool = False
-    id: str = ""
-    role: str = ""
-    expanded: str | None = None
-    query_hint: str = ""
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.text, str):
-            raise InputError(
-                f"PromptItem.text must be a str, got {type(self.text).__name__}: {self.text!r}"
-            )
-        if self.expanded is not None and not isinstance(self.expanded, str):
-            raise InputError(
-                f"PromptItem.expanded must be a str or None, got {type(self.expanded).__name__}"
-            )
-
-
-@dataclass(frozen=True)
-class BuiltPrompt:
-    """A prompt that fits its budget, and an account of what went into it.
-
-    Args:
-        text: The whole prompt, sections in order.
-        prefix: The stable part (system, pins, summaries); ``text`` starts with it. It is
-            byte-identical across builds that share budget, system, pins and summaries (summaries
-            are cut the same way whatever the query), unless passages and history at their
-            floors forced the summaries to give way.
-        tokens: Tokens of ``text`` as counted by the builder's tokenizer.
-        budget: The caller's total budget.
-        headroom: Tokens reserved for generation; ``tokens <= budget - headroom``.
-        sections: Tokens of each section's own text (header included), keyed by
-            :data:`SECTIONS`; 0 for an empty section. Separators are not in any section, so
-            the sum can differ from ``tokens`` by a few.
-        dropped: Ids of items left out (history turns folded into an omission line included).
-        clipped: Ids of items present only in part.
-        included: Ids of items present, whole or clipped, in prompt order.
-    """
-
-    text: str
-    prefix: str
-    tokens: int
-    budget: int
-    headroom: int
-    sections: Mapping[str, int] = field(default_factory=dict)
-    dropped: tuple[str, ...] = ()
-    clipped: tuple[str, ...] = ()
-    included: tuple[str, ...] = ()
 
 
 PinInput = PromptItem | str
@@ -203,10 +136,16 @@ class PromptBuilder:
         min_item_tokens: Clipping stops at this many tokens per item before anything further
             is given up.
         clip_marker: Marks each place text was cut from an item.
+        strategy: How retrieved items are shown (:mod:`.strategies`): a name
+            (``"concatenate"``, the default; ``"weighted"``, ``"recency"``, ``"template"``),
+            a line template holding ``{text}``, ``"module:Class"`` or a ``PromptStrategy``.
+        template: The prompt's layout (:mod:`.templates`): None for ``## Section`` blocks, a
+            built-in name (``"qa"``, ``"research"``, ``"conversational"``), template text
+            holding ``{query}``, a file path, or a ``PromptTemplate``.
 
     Raises:
-        ConfigError: A share or the headroom is outside [0, 1], the shares sum above 1, or a
-            floor or the marker is invalid.
+        ConfigError: A share or the headroom is outside [0, 1], the shares sum above 1, a
+            floor or the marker is invalid, or the strategy or template is unknown or bad.
     """
 
     def __init__(
@@ -220,6 +159,8 @@ class PromptBuilder:
         min_retrieved: int = 1,
         min_item_tokens: int = 48,
         clip_marker: str = "[…]",
+        strategy: Any = None,
+        template: Any = None,
     ) -> None:
         shares = {
             "summaries_share": summaries_share,
@@ -264,6 +205,8 @@ class PromptBuilder:
         self.min_item_tokens = min_item_tokens
         self.clip_marker = clip_marker
         self._terms: Tokenizer | None = None
+        self.strategy: PromptStrategy = resolve_strategy(strategy, error=ConfigError)
+        self.template = resolve_template(template, error=ConfigError)
 
     def headroom_tokens(self, token_budget: int) -> int:
         """Tokens kept free for generation out of ``token_budget``.
@@ -287,6 +230,8 @@ class PromptBuilder:
         retrieved: Sequence[RetrievedInput] = (),
         history: Sequence[TurnInput] = (),
         show_query: bool = True,
+        strategy: Any = None,
+        template: Any = None,
     ) -> BuiltPrompt:
         """Build a prompt that fits ``token_budget`` minus the headroom.
 
@@ -303,13 +248,16 @@ class PromptBuilder:
                 or ``(role, text)`` tuples.
             show_query: Render ``query`` as the closing section; False keeps it out of the text
                 (clipping still keeps close to it) where the caller shows it elsewhere.
+            strategy: This call's strategy (as the constructor's; None: the builder's).
+            template: This call's template (as the constructor's; None: the builder's).
 
         Returns:
             The :class:`BuiltPrompt`.
 
         Raises:
-            InputError: The budget is not a positive int, an item has the wrong type, or the
-                system prompt, pins and query alone exceed the budget.
+            InputError: The budget is not a positive int, an item has the wrong type, the
+                strategy or template is unknown or bad, or the system prompt, pins, template
+                text and query alone exceed the budget.
         """
         if isinstance(token_budget, bool) or not isinstance(token_budget, int) or token_budget < 1:
             raise InputError(f"token_budget must be a positive int, got {token_budget!r}")
@@ -317,23 +265,28 @@ class PromptBuilder:
             raise InputError("query and system must be str")
         headroom = self.headroom_tokens(token_budget)
         limit = token_budget - headroom
+        tmpl = self.template if template is None else resolve_template(template)
+        parts = {
+            s: _entries(v, s) for s, v in zip(SECTIONS[1:5], (pins, summaries, retrieved, history))
+        }
+        if tmpl is not None:  # a section the template has no slot for is not shown at all
+            parts = tmpl.restrict(parts, system)
         run = _Run(
             self,
+            strategy=self.strategy if strategy is None else resolve_strategy(strategy),
+            template=tmpl,
             limit=limit,
             query=query,
             show_query=show_query,
             system=system,
-            pins=_entries(pins, "pins"),
-            summaries=_entries(summaries, "summaries"),
-            retrieved=_entries(retrieved, "retrieved"),
-            history=_entries(history, "history"),
+            **parts,
         )
         minimal = run.minimal()
         floor_text = run.render(minimal)
         floor_tokens = self.counter.count(floor_text)
         if floor_tokens > limit:
             raise InputError(
-                f"The system prompt, pinned items and query need {floor_tokens} tokens but only "
+                f"The system prompt, pinned items, template and query need {floor_tokens} tokens but only "
                 f"{limit} fit (token_budget {token_budget} minus {headroom} headroom). Pinned "
                 "items are never dropped or clipped: shorten them or raise the budget."
             )
@@ -375,6 +328,8 @@ def _entries(items: Sequence[Any], section: str) -> list[_Entry]:
                 score=float(raw.score),
                 id=raw.chunk_id,
                 expanded=expanded if isinstance(expanded, str) else None,
+                match=raw.match,
+                timestamp=raw.timestamp,
             )
         elif (
             section == "history"
@@ -421,6 +376,8 @@ class _Run:
         self,
         builder: PromptBuilder,
         *,
+        strategy: PromptStrategy | None = None,
+        template: PromptTemplate | None = None,
         limit: int,
         query: str,
         show_query: bool = True,
@@ -444,6 +401,14 @@ class _Run:
         self.summaries = [e for e in summaries if id(e) not in gone]
         self.retrieved = [e for e in retrieved if id(e) not in gone]
         self.history = [e for e in history if id(e) not in gone]
+        self.strategy = strategy or Concatenate()
+        self.template = template
+        shown = self.strategy.prepare([e.item for e in self.retrieved])
+        if len(shown) != len(self.retrieved):
+            raise InputError(f"strategy {self.strategy.name!r} must prepare items one for one")
+        self.retrieved = [
+            _Entry(it, e.id, e.section, e.order) for it, e in zip(shown, self.retrieved)
+        ]
         # estimates number each passage by its place among all of them: never fewer digits
         # than its place among those kept, and the same text whatever else is dropped
         self._rank = {e.id: i + 1 for i, e in enumerate(self.retrieved)}
@@ -457,6 +422,9 @@ class _Run:
             "query": self._section("query", [query]) if show_query and query.strip() else "",
         }
         self.fixed_cost = sum(self.n(t) + self.sep_cost for t in self.fixed_text.values() if t)
+        if template is not None:  # no headers or separators: the template's text stands for them
+            bodies = [system, *(e.item.text for e in pins), query if show_query else ""]
+            self.fixed_cost = self.n(template.fixed) + sum(self.n(t) for t in bodies if t)
         stable = [self.fixed_text["system"], self.fixed_text["pins"]]
         stable_cost = sum(self.n(t) + self.sep_cost for t in stable if t)
         self.summary_room = math.floor(max(0, limit - stable_cost) * builder.shares["summaries"])
@@ -491,9 +459,12 @@ class _Run:
             return ""
         return _HEADERS[name] + "\n" + _ITEM_SEP.get(name, "\n").join(lines)
 
-    @staticmethod
-    def _retrieved_line(rank: int, body: str) -> str:
-        return f"[{rank}] {body}"
+    def _retrieved_line(self, entry: _Entry, rank: int, body: str) -> str:
+        line = self.strategy.line(rank, entry.item, body)
+        if self.template is not None and self.template.cites:  # "[1] <doc:q3#2> text"
+            head, sep, rest = line.partition("] ")
+            line = f"{head}] <{entry.id}> {rest}" if sep else f"<{entry.id}> {line}"
+        return line
 
     @staticmethod
     def _turn_line(entry: _Entry, body: str) -> str:
@@ -517,24 +488,44 @@ class _Run:
             "summaries": self._section("summaries", [ln.body for ln in plan.summaries]),
             "retrieved": self._section(
                 "retrieved",
-                [self._retrieved_line(i + 1, ln.body) for i, ln in enumerate(plan.retrieved)],
+                [
+                    self._retrieved_line(ln.entry, i + 1, ln.body)
+                    for i, ln in enumerate(self.shown(plan.retrieved))
+                ],
             ),
             "history": self._section("history", self._history_lines(plan.history)),
             "query": self.fixed_text["query"],
         }
 
+    def shown(self, lines: list[_Line]) -> list[_Line]:
+        """The kept passages in the order the strategy shows them."""
+        order = self.strategy.order([ln.entry.item for ln in lines])
+        if sorted(order) != list(range(len(lines))):
+            raise InputError(f"strategy {self.strategy.name!r}: order() is not a permutation")
+        return [lines[i] for i in order]
+
     def render(self, plan: _Plan) -> str:
+        return self.layout(plan)[0]
+
+    def layout(self, plan: _Plan) -> tuple[str, str]:
+        """The prompt's text and its stable prefix under ``plan``."""
         texts = self.section_texts(plan)
-        return _SECTION_SEP.join(texts[s] for s in SECTIONS if texts[s])
+        if self.template is None:
+            return _SECTION_SEP.join(texts[s] for s in SECTIONS if texts[s]), _SECTION_SEP.join(
+                texts[s] for s in ("system", "pins", "summaries") if texts[s]
+            )
+        body = {s: t.partition("\n")[2] if s in _HEADERS else t for s, t in texts.items()}
+        slots = dict(body, summary=body["summaries"], context=body["retrieved"])
+        return self.template.render(dict(slots, sources=body["retrieved"]))
 
     def result(
         self, plan: _Plan, text: str, tokens: int, budget: int, headroom: int
     ) -> BuiltPrompt:
         texts = self.section_texts(plan)
-        prefix = _SECTION_SEP.join(texts[s] for s in ("system", "pins", "summaries") if texts[s])
+        prefix = self.layout(plan)[1]
         lines = [
             *plan.summaries,
-            *plan.retrieved,
+            *self.shown(plan.retrieved),
             *(p for p in plan.history if isinstance(p, _Line)),
         ]
         present = {ln.entry.id for ln in lines} | {e.id for e in self.pins}
@@ -550,6 +541,8 @@ class _Run:
             dropped=tuple(e.id for e in order if e.id not in present),
             clipped=tuple(ln.entry.id for ln in lines if ln.clipped),
             included=tuple(included),
+            strategy=self.strategy.name,
+            template=self.template.name if self.template else "",
         )
 
     # ---- costs (estimates: pieces counted apart, checked on the joined text) --------------
@@ -557,19 +550,16 @@ class _Run:
     def _cost(self, name: str, lines: Sequence[str]) -> int:
         if not lines:
             return 0
-        return (
-            self.n(_HEADERS[name] + "\n")
-            + sum(self.n(t) for t in lines)
-            + (len(lines) - 1) * self.n(_ITEM_SEP[name])
-            + self.sep_cost
-        )
+        head = 0 if self.template else self.n(_HEADERS[name] + "\n") + self.sep_cost
+        return head + sum(self.n(t) for t in lines) + (len(lines) - 1) * self.n(_ITEM_SEP[name])
 
     def cost_summaries(self, lines: Sequence[_Line]) -> int:
         return self._cost("summaries", [ln.body for ln in lines])
 
     def cost_retrieved(self, lines: Sequence[_Line]) -> int:
         return self._cost(
-            "retrieved", [self._retrieved_line(self._rank[ln.entry.id], ln.body) for ln in lines]
+            "retrieved",
+            [self._retrieved_line(ln.entry, self._rank[ln.entry.id], ln.body) for ln in lines],
         )
 
     def cost_history(self, parts: Sequence[_HistoryPart]) -> int:
@@ -685,7 +675,7 @@ class _Run:
             allowance,
             min_tokens,
             cost=self.cost_retrieved,
-            line=lambda entry, body: self._retrieved_line(self._rank[entry.id], body),
+            line=lambda entry, body: self._retrieved_line(entry, self._rank[entry.id], body),
         )
 
     def fit_summaries(self, allowance: int, keep: int) -> list[_Line]:
@@ -948,9 +938,9 @@ class _Run:
                 na, nz = (a, nxt_z) if go_after else (nxt_a, z)
                 assert na is not None and nz is not None
                 rank = self._rank[out[i].entry.id]
-                old = self.n(self._retrieved_line(rank, out[i].body))
+                old = self.n(self._retrieved_line(out[i].entry, rank, out[i].body))
                 body = exp[na:nz]
-                delta = self.n(self._retrieved_line(rank, body)) - old
+                delta = self.n(self._retrieved_line(out[i].entry, rank, body)) - old
                 if delta <= spare:
                     spare -= delta
                     out[i] = _Line(out[i].entry, body)

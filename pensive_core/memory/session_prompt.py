@@ -9,7 +9,7 @@ pins and the story so far form the stable prefix.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import PensiveError
 from ..types import Hit
@@ -35,23 +35,38 @@ def neighbour_seqs(hits: Iterable[Hit], session_id: str) -> list[int]:
 
 
 def recalled_items(
-    hits: Sequence[Hit], neighbours: Mapping[int, Turn], session_id: str
+    hits: Sequence[Hit],
+    neighbours: Mapping[int, Turn],
+    session_id: str,
+    latest: int | None = None,
 ) -> list[PromptItem]:
     """Recalled turns as prompt items, each of this session's expanding to the turns either
-    side of it (``neighbours``, by position)."""
+    side of it (``neighbours``, by position) and, given the ``latest`` turn's position,
+    knowing how many turns ago it was said."""
     from .prompt import PromptItem
 
     out: list[PromptItem] = []
     for h in hits:
         text = render_turn(h)
-        expanded = None
+        expanded, ago = None, None
         if h.metadata.get("session_id") == session_id:  # the turns either side
             seq = int(h.metadata["seq"])
+            ago = None if latest is None else max(0, latest - seq)
             before, after = neighbours.get(seq - 1), neighbours.get(seq + 1)
             parts = [render_turn(t.to_hit(session_id)) for t in (before,) if t] + [text]
             parts += [render_turn(t.to_hit(session_id)) for t in (after,) if t]
             expanded = "\n".join(parts) if len(parts) > 1 else None
-        out.append(PromptItem(text=text, score=h.score, id=h.doc_id, expanded=expanded))
+        out.append(
+            PromptItem(
+                text=text,
+                score=h.score,
+                id=h.doc_id,
+                expanded=expanded,
+                match=h.match,
+                timestamp=h.timestamp,
+                turns_ago=ago,
+            )
+        )
     return out
 
 
@@ -82,6 +97,8 @@ def session_prompt(
     recent: Sequence[Turn],
     session_id: str,
     show_query: bool = True,
+    strategy: Any = None,
+    template: Any = None,
 ) -> BuiltPrompt:
     """Build the prompt within ``token_budget`` (``[memory]`` tokenizer and shares).
 
@@ -96,12 +113,14 @@ def session_prompt(
         recent: The recent turns, shown verbatim.
         session_id: The session's id.
         show_query: End with the question section (see :meth:`PromptBuilder.build`).
+        strategy: This call's strategy; None: ``[memory] prompt_strategy``.
+        template: This call's template; None: ``[memory] prompt_template``.
 
     Returns:
         The built prompt.
 
     Raises:
-        InputError: On a bad budget, or pins that alone exceed it.
+        InputError: On a bad budget, strategy or template, or pins that alone exceed it.
     """
     from .prompt import PromptBuilder, PromptItem
 
@@ -115,6 +134,8 @@ def session_prompt(
         retrieved_share=memory.retrieved_share,
         history_share=memory.history_share,
         headroom=memory.headroom,
+        strategy=memory.prompt_strategy,
+        template=memory.prompt_template,
     )
     return builder.build(
         token_budget,
@@ -125,4 +146,6 @@ def session_prompt(
         retrieved=list(retrieved),
         history=history,
         show_query=show_query,
+        strategy=strategy,
+        template=template,
     )

@@ -915,6 +915,8 @@ def create_app(
             user=body.user,
             query=body.query,
             token_budget=body.token_budget,
+            strategy=body.strategy,
+            template=body.template,
         )
 
     @app.delete("/v1/conversations/{session_id}", tags=["conversations"])

@@ -184,3 +184,7 @@ class ContextIn(_In):
     query: StrictStr = Field(min_length=1)
     token_budget: StrictInt = Field(2000, ge=1, le=1_000_000)
     user: StrictStr | None = Field(None, min_length=1, max_length=256)
+    # a strategy name or a line template, a template name or template text: never a class path
+    # or a file path (a request imports no module and reads no file of the server's)
+    strategy: StrictStr | None = Field(None, min_length=1, max_length=2000)
+    template: StrictStr | None = Field(None, min_length=1, max_length=20_000)

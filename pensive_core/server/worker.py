@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PensiveError
+from ..memory.templates import served_choice
 
 __all__ = ["Writer", "WorkerError"]
 
@@ -362,7 +363,10 @@ def _handle(
         hits = conv.recall(msg["query"], msg.get("k", 5), scope=msg.get("scope"), as_of=as_of)
         return [hit_json(h) for h in hits]
     if op == "chat.context":
-        built = conv.build(msg["query"], msg.get("token_budget", 2000))
+        strategy, template = served_choice(msg.get("strategy"), msg.get("template"))
+        built = conv.build(
+            msg["query"], msg.get("token_budget", 2000), strategy=strategy, template=template
+        )
         return {"text": built.text, "tokens": built.tokens, "budget": built.budget}
     if op == "chat.clear":
         return {"cleared": conv.clear()}

@@ -357,6 +357,19 @@ def test_conversation_routes(client):
         headers=A,
     ).json()
     assert "Ana" in ctx["text"] and ctx["tokens"] <= 200
+    qa = client.post(
+        f"/v1/conversations/{sid}/context",
+        json={"query": "who visits?", "strategy": "weighted", "template": "qa"},
+        headers=A,
+    ).json()
+    assert qa["text"].endswith("Question: who visits?\nAnswer:")
+    for bad in (
+        {"strategy": "os:system"},  # a class path would import code
+        {"template": "/etc/hostname"},  # a path would read the server's files
+        {"template": "{context}"},  # no {query}
+    ):
+        r = client.post(f"/v1/conversations/{sid}/context", json={"query": "x", **bad}, headers=A)
+        _error(r, 400, "invalid_input")
     assert client.get("/v1/conversations?user=u1", headers=A).json()["sessions"] == [sid]
     assert client.delete(f"/v1/conversations/{sid}", headers=A).json()["cleared"] == 3
     assert client.get(f"/v1/conversations/{sid}/turns", headers=A).json()["turns"] == []

@@ -382,6 +382,18 @@ def test_chat(home):
     assert "I moved to Lisbon [last] week" in context and "where do I live" in context
     built = as_json("chat", "context", "s1", "where do I live", "--budget", "300")
     assert built["text"] == context.rstrip("\n") and 0 < built["tokens"] <= built["budget"] == 300
+    qa = pensive("chat", "context", "s1", "where do I live", "--template", "qa").stdout
+    assert "Question: where do I live\nAnswer:" in qa
+    fails(
+        InputError,
+        "unknown prompt strategy 'loud'",
+        "chat",
+        "context",
+        "s1",
+        "x",
+        "--strategy",
+        "loud",
+    )
 
     fails(InputError, "has no user", "chat", "recall", "s4", "x", "--scope", "user")
     hits = as_json("chat", "recall", "s4", "user", "--scope", "user", "-u", "bob")["hits"]

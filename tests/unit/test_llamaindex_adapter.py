@@ -534,3 +534,17 @@ def test_query_fusion_retriever_fuses_pensive_with_its_own_top_k(store):
     )
     nodes = fusion.retrieve("arctic tern migration")
     assert len(nodes) == 2 and nodes[0].node.metadata["doc_id"] == "bird"
+
+
+def test_memory_block_passes_its_prompt_strategy_through(hash_store):
+    block = PensiveMemoryBlock(pensive=hash_store, session_id="strat", strategy="weighted")
+    chat = hash_store.conversation("strat")
+    chat.add("user", "My sister Marta lives in Porto.")
+    for i in range(8):  # push the fact out of the recent turns, so it is recalled
+        chat.add("user", f"Unrelated remark number {i} about the weather.")
+    text = asyncio.run(block.aget([ChatMessage(role="user", content="Where does Marta live?")]))
+    assert "relevant) " in text and "Marta lives in Porto" in text
+    plain = PensiveMemoryBlock(pensive=hash_store, session_id="strat")
+    assert "relevant) " not in asyncio.run(
+        plain.aget([ChatMessage(role="user", content="Where does Marta live?")])
+    )

@@ -101,6 +101,12 @@ def test_a_fact_is_carried_by_every_context(stores):
     assert not failed
     out, failed = call_tool(stores, "default", "context", {"session_id": "s", "query": "weather?"})
     assert not failed and "Be brief." in out["text"]
+    args = {"session_id": "s", "query": "weather?", "template": "research", "strategy": "recency"}
+    out, failed = call_tool(stores, "default", "context", args)
+    assert not failed and "Answer (with citations):" in out["text"] and "Be brief." in out["text"]
+    for bad in ({"template": "/etc/hostname"}, {"strategy": "os:system"}):
+        out, failed = call_tool(stores, "default", "context", {**args, **bad})
+        assert failed and "unknown prompt" in out["error"]["message"]
     out, failed = call_tool(
         stores,
         "default",

@@ -24,6 +24,8 @@ EXPECTED = {
     "HypervectorSelector",
     "PromptBuilder",
     "PromptItem",
+    "PromptStrategy",
+    "PromptTemplate",
     "Turn",
     "Chunk",
     "ConfigError",
@@ -233,6 +235,7 @@ def test_constructor_plug_ins_and_new_defaults_are_pinned():
         "extractor",
         "statements",
         "reranker",
+        "strategy",
     }
     assert hooks.POINTS[:2] == ("open", "recover") and "commit" in hooks.POINTS
 
