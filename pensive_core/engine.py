@@ -577,6 +577,9 @@ class Pensive:
                             ):
                                 self._committer.catch_up(self._ingest.run)
                                 self._committer.commit()
+                            if comps.graph_views is not None:  # read by the next process
+                                with contextlib.suppress(Exception):
+                                    comps.graph_views.save()
                         if comps.backend is not None:
                             comps.backend.close()
                     comps.stats.flush()

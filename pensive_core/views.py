@@ -4,15 +4,20 @@ validity, time scopes, the commit's supersession check)."""
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .graph import ActivationConfig, GraphView, transition
+from .graph.saved import load_view, save_view, view_path
 from .temporal import TemporalView
 
 if TYPE_CHECKING:
     from .components import Components
 
 __all__ = ["GraphState", "GraphViews", "TemporalViews"]
+
+log = logging.getLogger(__name__)
 
 GraphState = tuple[GraphView, Any, dict[str, int], ActivationConfig]
 
@@ -48,7 +53,7 @@ class GraphViews:
         assert comps.graph is not None
         commit = comps.commit_no
         if self._state is None or self._state[0][0] != commit:
-            view = comps.graph.load()
+            view = self._view()
             cfg = self.activation_config()
             self._state = ((commit, -1), view, None, view.index(), cfg)
         version, view, matrix, index, cfg = self._state
@@ -61,6 +66,42 @@ class GraphViews:
             matrix = transition(view, cfg, extra)
             self._state = ((commit, learned), view, matrix, index, cfg)
         return view, matrix, index, cfg
+
+    def _saved_at(self) -> Path | None:
+        """Where this commit's view is saved (None: the engine keeps no local files)."""
+        comps = self._comps
+        if comps.storage.name != "embedded" or comps.graph is None:
+            return None
+        counts = comps.graph.counts()
+        stamp = f"{comps.config.graph.max_pair_entities}-{counts['chunks']}-{counts['entities']}"
+        return view_path(comps.storage.path / "views", comps.commit_no, stamp)
+
+    def _view(self) -> GraphView:
+        """This commit's view: read where a process saved it, else built from the tables and
+        saved for the next process (best effort: a read-only disk only costs the build)."""
+        comps = self._comps
+        assert comps.graph is not None
+        path = self._saved_at()
+        view = load_view(path) if path is not None else None
+        if view is None:
+            view = comps.graph.load()
+            if path is not None:
+                try:
+                    save_view(path, view)
+                except OSError as exc:
+                    log.info("graph view not saved (%s): the next process builds it too", exc)
+        return view
+
+    def save(self) -> None:
+        """Save this commit's view if no process has (a writer closing: the next process's
+        first question then reads it instead of building it)."""
+        path = self._saved_at()
+        if path is None or path.is_file():
+            return
+        if self._state is not None and self._state[0][0] == self._comps.commit_no:
+            save_view(path, self._state[1])  # built for a question already
+        else:
+            self._view()
 
     def naming(self, view: GraphView) -> tuple[Any, Any]:
         """Entity -> the passages naming it or about it, as CSR (rows: an entity's passages)
