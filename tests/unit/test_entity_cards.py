@@ -315,6 +315,7 @@ def test_summarize_keeps_abbreviations_and_initials_inside_sentences():
 # -- agreement with L2 ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_card_top_hit_is_l2_top_hit(tmp_path, minilm):
     path = tmp_path / "s"
     with Pensive(path, embedder=minilm) as p:
