@@ -14,7 +14,7 @@ from pensive_core import ConfigError, Document, InputError, NotFoundError, Pensi
 from pensive_core.backends.memory import MemoryBackend
 from pensive_core.cli import app
 from pensive_core.embedders.hash import HashEmbedder
-from pensive_core.ingest.reembed import CHECKPOINT
+from pensive_core.ingest.reembed import CHECKPOINT, reembed_status
 from tests.conftest import HASH_CONFIG, docs_corpus
 
 NEW = "tests.unit.test_reembed:Hash128"
@@ -270,3 +270,14 @@ def test_a_model_shared_by_other_stores_is_passed_over_after_a_switch(built):
     with Pensive(built, embedder=HashEmbedder(dim=256)) as p:
         assert p.embedder.name == "hash-128"
         same_answers(answers(p), expected)
+
+
+def test_a_model_name_too_long_for_a_path_is_a_config_error_and_changes_nothing(built):
+    """A name longer than a path may be (the server's reembed route takes one from a
+    client) is a model that does not exist, not an OSError from the file system."""
+    with Pensive(built) as p:
+        before = reembed_status(p.components)
+        with pytest.raises(ConfigError, match="is not 'minilm', 'hash'"):
+            p.reembed("m" * 5000)
+        assert reembed_status(p.components) == before
+        assert not (built / "reembed.sqlite").exists()
