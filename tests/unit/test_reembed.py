@@ -281,3 +281,29 @@ def test_a_model_name_too_long_for_a_path_is_a_config_error_and_changes_nothing(
             p.reembed("m" * 5000)
         assert reembed_status(p.components) == before
         assert not (built / "reembed.sqlite").exists()
+
+
+def test_a_damaged_checkpoint_vector_is_embedded_again_not_a_stuck_run(built, tmp_path):
+    """A checkpoint row whose vector is not a vector of the new model (a damaged file)
+    must not stop every resume with a numpy error: the passage is embedded again."""
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_two(done, total):
+        if done >= 2:
+            raise Stop
+
+    with Pensive(built) as p:
+        with pytest.raises(Stop):
+            p.reembed(NEW, batch_size=2, progress=stop_after_two)
+        db = sqlite3.connect(built / CHECKPOINT)
+        with db:
+            (cid,) = db.execute("SELECT chunk_id FROM vecs LIMIT 1").fetchone()
+            db.execute("UPDATE vecs SET vec = substr(vec, 1, 100) WHERE chunk_id = ?", (cid,))
+        db.close()
+        report = p.reembed(NEW, batch_size=2)
+        assert report["published"] and report["caught_up"] >= 1
+        got = answers(p)
+    with fresh(tmp_path, "fresh-new", {"embedder": {"name": NEW}}) as want:
+        same_answers(got, answers(want))
