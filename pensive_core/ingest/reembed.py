@@ -405,7 +405,13 @@ def _publish(
                             [r[0] for r in part],
                         )
                     }
-                    stale = [r for r in part if have.get(r[0], ("",))[0] != _key(r)]
+                    # (a row of the wrong size, a damaged checkpoint, is embedded again too)
+                    size = target.dim * 4
+                    stale = [
+                        r
+                        for r in part
+                        if have.get(r[0], ("",))[0] != _key(r) or len(have[r[0]][1]) != size
+                    ]
                     made = {}
                     if stale:
                         fresh = _vectors(target, [join_context(r[4], r[2]) for r in stale])
