@@ -307,3 +307,17 @@ def test_a_damaged_checkpoint_vector_is_embedded_again_not_a_stuck_run(built, tm
         got = answers(p)
     with fresh(tmp_path, "fresh-new", {"embedder": {"name": NEW}}) as want:
         same_answers(got, answers(want))
+
+
+def test_a_damaged_keys_file_of_the_kept_index_is_treated_as_lost(built, tmp_path):
+    """What the kept index was made from, damaged, is trusted for nothing (as when it is
+    lost): the rollback embeds every passage again instead of failing with an SQLite error."""
+    with Pensive(built) as p:
+        p.reembed(NEW)
+        kept = p.components.archive.get_meta("reembed_previous")["place"]
+        (built / f"{kept}.keys.sqlite").write_bytes(b"not a database " * 100)
+        back = p.reembed(rollback=True)
+        assert back["embedded"] == p.stats()["vectors"] == len(corpus())
+        got = answers(p)
+    with fresh(tmp_path, "fresh-old", HASH_CONFIG) as want:
+        same_answers(got, answers(want))
