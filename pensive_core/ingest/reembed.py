@@ -529,8 +529,12 @@ def _write_keys(folder: Path, place: str, rows: list[Row]) -> str:
 def _read_keys(path: Path) -> dict[str, str]:
     if not path.is_file():  # (lost: every passage is embedded again, nothing is trusted)
         return {}
-    with closing(sqlite3.connect(path)) as db:
-        return dict(db.execute("SELECT chunk_id, key FROM keys"))
+    try:
+        with closing(sqlite3.connect(path)) as db:
+            return dict(db.execute("SELECT chunk_id, key FROM keys"))
+    except sqlite3.DatabaseError as exc:  # damaged: trusted for nothing, as when lost
+        log.warning("reembed: %s is unreadable (%s): every passage is embedded again", path, exc)
+        return {}
 
 
 def _options(comps: Components) -> Any:
