@@ -321,3 +321,27 @@ def test_a_damaged_keys_file_of_the_kept_index_is_treated_as_lost(built, tmp_pat
         got = answers(p)
     with fresh(tmp_path, "fresh-old", HASH_CONFIG) as want:
         same_answers(got, answers(want))
+
+
+def test_a_damaged_checkpoint_file_starts_the_run_over(built, tmp_path):
+    """A checkpoint that is not a database (a damaged file) must not stop every resume with
+    an SQLite error: its work is of no use, the run starts over."""
+    with Pensive(built) as p:
+        with pytest.raises(RuntimeError):
+            p.reembed(NEW, batch_size=2, progress=_stop_at(2))
+        (built / CHECKPOINT).write_bytes(b"not a database " * 100)
+        for side in ("-wal", "-shm"):
+            (built / f"{CHECKPOINT}{side}").unlink(missing_ok=True)
+        report = p.reembed(NEW, batch_size=2)
+        assert report["published"] and report["resumed_from"] == 0
+        got = answers(p)
+    with fresh(tmp_path, "fresh-new", {"embedder": {"name": NEW}}) as want:
+        same_answers(got, answers(want))
+
+
+def _stop_at(n):
+    def progress(done, total):
+        if done >= n:
+            raise RuntimeError("stopped")
+
+    return progress
