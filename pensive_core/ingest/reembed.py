@@ -115,7 +115,7 @@ def reembed(
         "failed": [],
         "published": False,
     }
-    with closing(_checkpoint(ckpt_path)) as db:
+    with closing(_resumable(ckpt_path)) as db:
         done = {r[0] for r in db.execute("SELECT doc_id FROM docs WHERE status = 'done'")}
         report["resumed_from"] = len(done & by_doc.keys())
         db.execute("DELETE FROM docs WHERE status = 'failed'")  # retried now
@@ -310,14 +310,32 @@ def _free_place(comps: Components, name: str) -> str:
 
 def _checkpoint(path: Path) -> sqlite3.Connection:
     db = sqlite3.connect(path, isolation_level=None)
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute("PRAGMA synchronous=FULL")  # a checkpoint said done must survive a power cut
-    db.execute("CREATE TABLE IF NOT EXISTS docs (doc_id TEXT PRIMARY KEY, status TEXT, error TEXT)")
-    db.execute(
-        "CREATE TABLE IF NOT EXISTS vecs "
-        "(chunk_id TEXT PRIMARY KEY, doc_id TEXT, key TEXT, vec BLOB)"
-    )
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")  # a checkpoint said done must survive a power cut
+        db.execute(
+            "CREATE TABLE IF NOT EXISTS docs (doc_id TEXT PRIMARY KEY, status TEXT, error TEXT)"
+        )
+        db.execute(
+            "CREATE TABLE IF NOT EXISTS vecs "
+            "(chunk_id TEXT PRIMARY KEY, doc_id TEXT, key TEXT, vec BLOB)"
+        )
+    except BaseException:
+        db.close()
+        raise
     return db
+
+
+def _resumable(path: Path) -> sqlite3.Connection:
+    """The checkpoint to resume from; one that is not a database (damaged) is of no use: the
+    run starts over."""
+    try:
+        return _checkpoint(path)  # (reads its schema: a file that is no database fails here)
+    except sqlite3.DatabaseError as exc:
+        log.warning("reembed: the checkpoint %s is unreadable (%s): starting over", path, exc)
+        for side in ("", "-wal", "-shm"):
+            Path(f"{path}{side}").unlink(missing_ok=True)
+        return _checkpoint(path)
 
 
 def _key(row: Row) -> str:
