@@ -249,8 +249,8 @@ def parse_slots(template: str, known: Sequence[str], what: str, error: type) -> 
         The slot names used.
 
     Raises:
-        PensiveError: (``error``) Not a str, a lone surrogate, unbalanced braces, or a slot that is positional,
-            unknown, or has a conversion or format spec.
+        PensiveError: (``error``) Not a str, a lone surrogate, unbalanced braces, or a slot
+            that is positional, unknown, or has a conversion or format spec.
     """
     if not isinstance(template, str):
         raise error(f"{what} must be a str, got {type(template).__name__}")
