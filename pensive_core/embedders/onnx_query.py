@@ -141,6 +141,15 @@ def _marked(ok: Path, model: bytes) -> bool:
         return False
 
 
+def _stale_mark(ok: Path, model: bytes) -> bool:
+    """Whether ``ok`` marks other bytes than these as verified (the file changed since)."""
+    try:
+        mark = ok.read_bytes()
+    except OSError:
+        return False
+    return mark.startswith(b"verified sha256 ") and mark != _mark(model)
+
+
 def fast_tokenizer(folder: Path, max_length: int | None) -> Any:
     """The model's ``tokenizer.json`` through ``tokenizers`` (None when either is missing):
     no padding, truncation at ``max_length`` with the special tokens (None: none)."""
@@ -267,7 +276,7 @@ class OnnxQueryEncoder:
             if path.exists():
                 try:
                     model = path.read_bytes()
-                    if ok.exists() and not _marked(ok, model):
+                    if _stale_mark(ok, model):  # (an older, hashless mark: verified below)
                         raise ValueError("it changed since it was verified")
                     session = _session(model, threads)
                 except Exception as exc:  # noqa: BLE001 - a torn cache file: export again
