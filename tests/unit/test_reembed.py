@@ -345,3 +345,14 @@ def _stop_at(n):
             raise RuntimeError("stopped")
 
     return progress
+
+
+def test_status_of_a_run_with_a_damaged_checkpoint_says_so(built):
+    with Pensive(built) as p:
+        with pytest.raises(RuntimeError):
+            p.reembed(NEW, batch_size=2, progress=_stop_at(2))
+        (built / CHECKPOINT).write_bytes(b"not a database " * 100)
+        for side in ("-wal", "-shm"):
+            (built / f"{CHECKPOINT}{side}").unlink(missing_ok=True)
+        run = reembed_status(p.components)["run"]
+        assert run["done"] == 0 and run["damaged"] is True
