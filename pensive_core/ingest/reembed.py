@@ -176,14 +176,24 @@ def reembed_status(comps: Components) -> dict[str, Any]:
     out: dict[str, Any] = {"embedder": comps.archive.get_meta("embedder"), "run": None}
     if run:
         done = failed = 0
+        damaged = False
         path = comps.path / CHECKPOINT
         if path.exists():
-            with closing(_checkpoint(path)) as db:
-                done, failed = db.execute(
-                    "SELECT COALESCE(SUM(status = 'done'), 0), "
-                    "COALESCE(SUM(status = 'failed'), 0) FROM docs"
-                ).fetchone()
-        out["run"] = {"to": run["name"], "place": run["place"], "done": done, "failed": failed}
+            try:
+                with closing(_checkpoint(path)) as db:
+                    done, failed = db.execute(
+                        "SELECT COALESCE(SUM(status = 'done'), 0), "
+                        "COALESCE(SUM(status = 'failed'), 0) FROM docs"
+                    ).fetchone()
+            except sqlite3.DatabaseError:  # the next run starts over (see _resumable)
+                damaged = True
+        out["run"] = {
+            "to": run["name"],
+            "place": run["place"],
+            "done": done,
+            "failed": failed,
+            "damaged": damaged,
+        }
     out["previous"] = None if not prev else {"embedder": prev["meta"], "place": prev["place"]}
     return out
 
