@@ -273,7 +273,6 @@ class Components:
         version = self.archive.data_version()
         if version == self.data_version:
             return
-        self.data_version = version
         commit = self.archive.commit_number()
         if commit != self.commit_no:
             built = load_config(base=self.archive.get_meta("config"), environ={})
@@ -289,6 +288,9 @@ class Components:
                 self.embedder = EmbedderSlot(self)
             self.load_indexes()
             self.commit_no = commit
+        # seen only once loaded: a load that failed (a damaged file) is tried again by the
+        # next query, which refuses too, instead of answering without the vector index
+        self.data_version = version
 
     def level(self, key: str) -> bool:
         """Whether an index the archive feeds (graph, statements) was left level with it by

@@ -118,6 +118,8 @@ def summary(report: dict[str, Any]) -> str:
         run, prev = report["run"], report["previous"]
         now = f"embedder {(report['embedder'] or {}).get('name')}"
         going = f"; a run to {run['to']}: {run['done']} documents done" if run else ""
+        if run and run.get("damaged"):
+            going = f"; a run to {run['to']}: its checkpoint is damaged (the next run starts over)"
         kept = f"; kept for rollback: {prev['embedder']['name']} in {prev['place']}" if prev else ""
         return now + going + kept
     if "discarded" in report:

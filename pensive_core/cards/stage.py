@@ -22,11 +22,13 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from ..errors import InputError
 from ..fusion import Fused
 from ..graph.store import subject_key
 from ..query.match import verdict
 from ..query.state import QueryState, elapsed_ms
 from ..types import QueryResult
+from ..validate import check_text
 from .build import behind, document_summary, rebuild_all
 from .questions import entity_question
 from .store import EntityCard
@@ -104,8 +106,12 @@ class CardStage:
         kept, else made from the archive).
 
         Raises:
+            InputError: If ``doc_id`` is not a str that encodes as UTF-8.
             NotFoundError: If no document has that id.
         """
+        if not isinstance(doc_id, str):
+            raise InputError(f"doc_id must be a document id (str), got {type(doc_id).__name__}")
+        check_text(doc_id, "doc_id")
         cards = self._comps.cards
         if cards is not None and self.fresh():
             stored = cards.summary(doc_id)

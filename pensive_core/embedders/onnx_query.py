@@ -9,7 +9,8 @@ sentences (cosine >= 0.9999), so queries always match the passages PyTorch embed
 the embedder keeps PyTorch and logs why.
 
 An export that passed is marked verified (a ``.ok`` file beside it, for these model files and
-these torch and onnxruntime versions). A later process then answers its first question from
+these torch and onnxruntime versions, holding the export's SHA-256: an export changed since,
+even to a file that still loads, is not trusted). A later process then answers its first question from
 the cache (:meth:`OnnxQueryEncoder.cached`) without importing torch or transformers or loading
 the PyTorch model: tokenized by the model's ``tokenizer.json`` through ``tokenizers``, whose
 ids were checked equal to the model's own tokenizer's at verification.
@@ -127,6 +128,28 @@ def _write(path: Path, data: bytes) -> None:
         raise
 
 
+def _mark(model: bytes) -> bytes:
+    """The verification mark of an export: its bytes' SHA-256 (a changed file fails it)."""
+    return f"verified sha256 {hashlib.sha256(model).hexdigest()}\n".encode()
+
+
+def _marked(ok: Path, model: bytes) -> bool:
+    """Whether ``ok`` marks exactly these bytes as verified."""
+    try:
+        return ok.read_bytes() == _mark(model)
+    except OSError:
+        return False
+
+
+def _stale_mark(ok: Path, model: bytes) -> bool:
+    """Whether ``ok`` marks other bytes than these as verified (the file changed since)."""
+    try:
+        mark = ok.read_bytes()
+    except OSError:
+        return False
+    return mark.startswith(b"verified sha256 ") and mark != _mark(model)
+
+
 def fast_tokenizer(folder: Path, max_length: int | None) -> Any:
     """The model's ``tokenizer.json`` through ``tokenizers`` (None when either is missing):
     no padding, truncation at ``max_length`` with the special tokens (None: none)."""
@@ -219,6 +242,11 @@ class OnnxQueryEncoder:
             tokenizer = fast_tokenizer(folder, max_length)
             if tokenizer is None:
                 return None
+            model = path.read_bytes()
+            if not _marked(ok, model):  # changed since it was verified (or an older mark)
+                log.info("the cached query model %s is not the one verified", path)
+                return None
+            # onnxruntime reads the file itself, faster than from these bytes
             return cls(_session(str(path), threads), tokenizer, max_length)
         except Exception as exc:  # noqa: BLE001 - any failure: the PyTorch model is loaded
             log.info("no cached query model for %s: %s", folder, exc)
@@ -247,8 +275,12 @@ class OnnxQueryEncoder:
             path, ok = cache_dir() / f"{key}.onnx", cache_dir() / f"{key}.ok"
             max_length = int(st_model.max_seq_length)
             session = None
+            model = b""
             if path.exists():
                 try:
+                    model = path.read_bytes()
+                    if _stale_mark(ok, model):  # (an older, hashless mark: verified below)
+                        raise ValueError("it changed since it was verified")
                     session = _session(str(path), threads)
                 except Exception as exc:  # noqa: BLE001 - a torn cache file: export again
                     log.warning(
@@ -282,7 +314,7 @@ class OnnxQueryEncoder:
                     return None
             if fast is not None:  # verified: a later process may start from the cache alone
                 with contextlib.suppress(OSError):
-                    _write(ok, b"verified\n")
+                    _write(ok, _mark(model))
             return enc
         except Exception as exc:  # noqa: BLE001 - any failure keeps the PyTorch path
             log.warning("query embedding stays on PyTorch: export failed: %s", exc)

@@ -38,13 +38,13 @@ def create_embedder(cfg: EmbedderConfig) -> Embedder:
         from .sentence_transformers import bundled_minilm_path
 
         folder = bundled_minilm_path()
-    elif Path(name).expanduser().is_dir():
+    elif _is_dir(name):
         folder = Path(name).expanduser()
     elif is_class_path(name):
         return build("embedder", name)  # type: ignore[no-any-return]
     if folder is None:
         raise ConfigError(
-            f"embedder.name {name!r} is not 'minilm', 'hash', an existing local model folder "
+            f"embedder.name {name!r:.200} is not 'minilm', 'hash', an existing local model folder "
             "or 'module.path:Class' (models are never downloaded)"
         )
     return build(  # type: ignore[no-any-return]
@@ -59,3 +59,11 @@ def create_embedder(cfg: EmbedderConfig) -> Embedder:
         query_runtime=cfg.query_runtime,
         batch_runtime=cfg.batch_runtime,
     )
+
+
+def _is_dir(name: str) -> bool:
+    """Whether ``name`` is a folder (a name no path can be, too long say, is not one)."""
+    try:
+        return Path(name).expanduser().is_dir()
+    except (OSError, ValueError, RuntimeError):  # (RuntimeError: "~user" with no such user)
+        return False

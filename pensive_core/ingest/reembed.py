@@ -115,7 +115,7 @@ def reembed(
         "failed": [],
         "published": False,
     }
-    with closing(_checkpoint(ckpt_path)) as db:
+    with closing(_resumable(ckpt_path)) as db:
         done = {r[0] for r in db.execute("SELECT doc_id FROM docs WHERE status = 'done'")}
         report["resumed_from"] = len(done & by_doc.keys())
         db.execute("DELETE FROM docs WHERE status = 'failed'")  # retried now
@@ -176,14 +176,24 @@ def reembed_status(comps: Components) -> dict[str, Any]:
     out: dict[str, Any] = {"embedder": comps.archive.get_meta("embedder"), "run": None}
     if run:
         done = failed = 0
+        damaged = False
         path = comps.path / CHECKPOINT
         if path.exists():
-            with closing(_checkpoint(path)) as db:
-                done, failed = db.execute(
-                    "SELECT COALESCE(SUM(status = 'done'), 0), "
-                    "COALESCE(SUM(status = 'failed'), 0) FROM docs"
-                ).fetchone()
-        out["run"] = {"to": run["name"], "place": run["place"], "done": done, "failed": failed}
+            try:
+                with closing(_checkpoint(path)) as db:
+                    done, failed = db.execute(
+                        "SELECT COALESCE(SUM(status = 'done'), 0), "
+                        "COALESCE(SUM(status = 'failed'), 0) FROM docs"
+                    ).fetchone()
+            except sqlite3.DatabaseError:  # the next run starts over (see _resumable)
+                damaged = True
+        out["run"] = {
+            "to": run["name"],
+            "place": run["place"],
+            "done": done,
+            "failed": failed,
+            "damaged": damaged,
+        }
     out["previous"] = None if not prev else {"embedder": prev["meta"], "place": prev["place"]}
     return out
 
@@ -310,14 +320,32 @@ def _free_place(comps: Components, name: str) -> str:
 
 def _checkpoint(path: Path) -> sqlite3.Connection:
     db = sqlite3.connect(path, isolation_level=None)
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute("PRAGMA synchronous=FULL")  # a checkpoint said done must survive a power cut
-    db.execute("CREATE TABLE IF NOT EXISTS docs (doc_id TEXT PRIMARY KEY, status TEXT, error TEXT)")
-    db.execute(
-        "CREATE TABLE IF NOT EXISTS vecs "
-        "(chunk_id TEXT PRIMARY KEY, doc_id TEXT, key TEXT, vec BLOB)"
-    )
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")  # a checkpoint said done must survive a power cut
+        db.execute(
+            "CREATE TABLE IF NOT EXISTS docs (doc_id TEXT PRIMARY KEY, status TEXT, error TEXT)"
+        )
+        db.execute(
+            "CREATE TABLE IF NOT EXISTS vecs "
+            "(chunk_id TEXT PRIMARY KEY, doc_id TEXT, key TEXT, vec BLOB)"
+        )
+    except BaseException:
+        db.close()
+        raise
     return db
+
+
+def _resumable(path: Path) -> sqlite3.Connection:
+    """The checkpoint to resume from; one that is not a database (damaged) is of no use: the
+    run starts over."""
+    try:
+        return _checkpoint(path)  # (reads its schema: a file that is no database fails here)
+    except sqlite3.DatabaseError as exc:
+        log.warning("reembed: the checkpoint %s is unreadable (%s): starting over", path, exc)
+        for side in ("", "-wal", "-shm"):
+            Path(f"{path}{side}").unlink(missing_ok=True)
+        return _checkpoint(path)
 
 
 def _key(row: Row) -> str:
@@ -405,7 +433,13 @@ def _publish(
                             [r[0] for r in part],
                         )
                     }
-                    stale = [r for r in part if have.get(r[0], ("",))[0] != _key(r)]
+                    # (a row of the wrong size, a damaged checkpoint, is embedded again too)
+                    size = target.dim * 4
+                    stale = [
+                        r
+                        for r in part
+                        if have.get(r[0], ("",))[0] != _key(r) or len(have[r[0]][1]) != size
+                    ]
                     made = {}
                     if stale:
                         fresh = _vectors(target, [join_context(r[4], r[2]) for r in stale])
@@ -523,8 +557,12 @@ def _write_keys(folder: Path, place: str, rows: list[Row]) -> str:
 def _read_keys(path: Path) -> dict[str, str]:
     if not path.is_file():  # (lost: every passage is embedded again, nothing is trusted)
         return {}
-    with closing(sqlite3.connect(path)) as db:
-        return dict(db.execute("SELECT chunk_id, key FROM keys"))
+    try:
+        with closing(sqlite3.connect(path)) as db:
+            return dict(db.execute("SELECT chunk_id, key FROM keys"))
+    except sqlite3.DatabaseError as exc:  # damaged: trusted for nothing, as when lost
+        log.warning("reembed: %s is unreadable (%s): every passage is embedded again", path, exc)
+        return {}
 
 
 def _options(comps: Components) -> Any:

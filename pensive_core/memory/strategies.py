@@ -43,6 +43,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..errors import InputError, PensiveError
 from ..query.match import WEAK_BELOW
+from ..validate import check_text
 from .prompt_items import PromptItem
 
 __all__ = [
@@ -248,11 +249,15 @@ def parse_slots(template: str, known: Sequence[str], what: str, error: type) -> 
         The slot names used.
 
     Raises:
-        PensiveError: (``error``) Not a str, unbalanced braces, or a slot that is positional,
-            unknown, or has a conversion or format spec.
+        PensiveError: (``error``) Not a str, a lone surrogate, unbalanced braces, or a slot
+            that is positional, unknown, or has a conversion or format spec.
     """
     if not isinstance(template, str):
         raise error(f"{what} must be a str, got {type(template).__name__}")
+    try:  # its text goes into every prompt: it must encode as the prompt will
+        check_text(template, what)
+    except InputError as exc:
+        raise error(str(exc)) from None
     try:
         parsed = list(string.Formatter().parse(template))
     except ValueError as exc:

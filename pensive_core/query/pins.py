@@ -13,7 +13,8 @@ Mentions: ``@"..."`` names a document by its ``title`` metadata (case and spacin
 its id; ``@word`` names a document by id (a trailing ``.,;:!?)`` is not part of it). A quoted
 mention naming no document is an error, like an unknown id in ``pins``; a bare ``@word`` that
 names no document is left in the question as typed ("what did @alice say"), and an ``@``
-inside a word (an e-mail address) is never a mention. Resolved mentions are taken out of the
+inside a word (an e-mail address) or a URL (``https://host/@name``, ``?u=@name``) is never a
+mention. Resolved mentions are taken out of the
 text that is searched.
 """
 
@@ -36,7 +37,8 @@ if TYPE_CHECKING:
 __all__ = ["MAX_PINS", "PinSet", "Pins", "find_mentions", "validate_pins"]
 
 MAX_PINS = 20
-_MENTION = re.compile(r'(?<![\w@])@(?:"([^"\r\n]{1,500})"|([^\s"@]+))')
+# not after a word character (an e-mail address) nor inside a URL (a path, a query string)
+_MENTION = re.compile(r'(?<![\w@/:.=&?#%+])@(?:"([^"\r\n]{1,500})"|([^\s"@]+))')
 _TRAILING = ".,;:!?)]}'"
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pensive_core import Document, EntityCard, NotFoundError, Pensive
+from pensive_core import Document, EntityCard, InputError, NotFoundError, Pensive
 from pensive_core.cards import entity_question, summarize
 
 from ..conftest import HASH_CONFIG
@@ -299,6 +299,13 @@ def test_summary_of_an_unknown_document_raises_and_changes_nothing(store):
     with pytest.raises(NotFoundError, match="no document with id 'nope'"):
         store.summary("nope")
     assert store.commit_number == n
+
+
+@pytest.mark.parametrize("bad", ["\ud800", 7, None])
+def test_summary_of_an_id_that_is_not_text_is_an_input_error(store, bad):
+    # a lone surrogate reached SQLite and came back as a UnicodeEncodeError
+    with pytest.raises(InputError, match="doc_id"):
+        store.summary(bad)
 
 
 def test_summarize_keeps_abbreviations_and_initials_inside_sentences():

@@ -188,3 +188,32 @@ def test_a_store_reader_keeps_its_vector_index_across_small_commits(tmp_path):
             assert [h.chunk_id for h in r.query("note 17 topic 3 item", k=8).hits] == [
                 h.chunk_id for h in want.hits
             ]
+
+
+def test_a_store_reader_that_met_a_damaged_log_keeps_refusing_not_answering_without_vectors(
+    tmp_path,
+):
+    """A reader whose catch-up met a damaged log must not go on answering from BM25 alone
+    (its vector index dropped, the commit marked as seen): every query refuses until the
+    file is repaired, and the reader then follows again."""
+    from pensive_core import Document, Pensive
+
+    cfg = {"embedder": {"name": "hash", "dim": 64}}
+    docs = [Document(id=f"d{i}", text=f"note {i} about topic {i % 7}") for i in range(50)]
+    with Pensive(tmp_path / "s", config=cfg) as w:
+        w.ingest(docs)
+        with Pensive(tmp_path / "s", config=cfg, read_only=True) as r:
+            r.query("topic 3", k=3)
+            w.ingest([Document(id="new", text="zebra stripes on the savanna")])
+            folder = tmp_path / "s" / "vectors"
+            log = folder / _manifest(folder)["spaces"][""]["logs"][-1]["vectors"]
+            good = log.read_bytes()
+            raw = bytearray(good)
+            raw[-3] ^= 0xFF
+            log.write_bytes(bytes(raw))
+            for _ in range(2):  # the second query must not pass for a caught-up reader
+                with pytest.raises(CorruptStoreError):
+                    r.query("zebra stripes savanna", k=3)
+            log.write_bytes(good)  # repaired: the reader follows again, dense included
+            hit = r.query("zebra stripes savanna", k=3).hits[0]
+            assert hit.doc_id == "new" and "dense" in hit.sources

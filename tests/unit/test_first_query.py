@@ -78,6 +78,41 @@ def test_a_torn_cached_export_falls_back_to_the_model(minilm, tmp_path):
     assert float(np.asarray(got["v"], dtype=np.float32) @ want) >= 0.9999
 
 
+def test_a_cached_export_changed_in_place_is_not_trusted(minilm, tmp_path):
+    """An export whose weights changed after it was verified (bit rot, a partial overwrite,
+    tampering; same size, still a loadable model) must not answer questions: its vectors
+    no longer match the passages PyTorch embedded."""
+    pytest.importorskip("onnxruntime")
+    onnx = pytest.importorskip("onnx")
+    _run(QUERY, tmp_path)
+    (model,) = (tmp_path / "onnx").glob("*.onnx")
+    data = model.read_bytes()
+    # the last feed-forward weight negated, in place: the file parses and runs as before
+    inits = onnx.load_from_string(data).graph.initializer
+    raw = sorted(inits, key=lambda t: len(t.raw_data))[-2].raw_data
+    at = data.find(raw)
+    assert at > 0
+    flipped = (-np.frombuffer(raw, dtype=np.float32)).tobytes()
+    model.write_bytes(data[:at] + flipped + data[at + len(raw) :])
+    got = _run(QUERY, tmp_path)
+    want = minilm.embed_torch(["Has invoice INV-4471-KQ been settled? naïve café 東京"], 1)[0]
+    assert float(np.asarray(got["v"], dtype=np.float32) @ want) >= 0.9999
+
+
+def test_a_mark_without_the_exports_hash_is_verified_again_not_exported_again(minilm, tmp_path):
+    pytest.importorskip("onnxruntime")
+    _run(QUERY, tmp_path)
+    (mark,) = (tmp_path / "onnx").glob("*.ok")
+    (model,) = (tmp_path / "onnx").glob("*.onnx")
+    mark.write_bytes(b"verified\n")  # as written before marks held the export's hash
+    made = model.stat().st_mtime_ns
+    got = _run(QUERY, tmp_path)
+    assert got["loaded"]  # checked against PyTorch, as any unmarked export
+    assert model.stat().st_mtime_ns == made  # the same file, not exported again
+    assert mark.read_bytes().startswith(b"verified sha256 ")
+    assert not _run(QUERY, tmp_path)["torch"]  # and trusted from then on
+
+
 def test_a_store_answers_its_first_question_without_torch_and_as_with_it(minilm, tmp_path):
     pytest.importorskip("onnxruntime")
     from pensive_core import Document, Pensive

@@ -145,6 +145,10 @@ def test_a_resolved_mention_is_not_searched_as_a_word(store):
         "mail bob@tea.com about the invoice",  # an e-mail address is not a mention
         "revenue @ 12%",
         "@@tea revenue",
+        # an @ inside a URL (a profile link, a query string) is part of the address
+        "summarise https://medium.com/@tea about revenue",
+        "see https://example.org/feed?user=@tea for revenue",
+        "the image at cdn.example.org/@tea/logo.png",
     ],
 )
 def test_what_is_not_a_mention_pins_nothing(store, question):

@@ -166,6 +166,7 @@ def test_a_user_strategy_object_or_class_path():
         ("{text!r}", "format spec or conversion"),
         (object(), "does not implement PromptStrategy"),
         ("no_such_module:Thing", "cannot import module"),
+        ("\ud800 {text}", "lone surrogate"),  # would reach the prompt, unencodable
     ],
 )
 def test_a_bad_strategy_is_a_clear_error_and_changes_nothing(bad, match):
@@ -248,6 +249,7 @@ def test_the_template_text_counts_against_the_budget():
         ("{query", "not a valid template"),
         ("no-such-template-or-file", "unknown prompt template"),
         (42, "template must be"),
+        ("\udc80 {query}", "lone surrogate"),  # would reach the prompt, unencodable
     ],
 )
 def test_a_bad_template_is_a_clear_error_and_changes_nothing(bad, match):

@@ -14,7 +14,7 @@ from pensive_core import ConfigError, Document, InputError, NotFoundError, Pensi
 from pensive_core.backends.memory import MemoryBackend
 from pensive_core.cli import app
 from pensive_core.embedders.hash import HashEmbedder
-from pensive_core.ingest.reembed import CHECKPOINT
+from pensive_core.ingest.reembed import CHECKPOINT, reembed_status
 from tests.conftest import HASH_CONFIG, docs_corpus
 
 NEW = "tests.unit.test_reembed:Hash128"
@@ -270,3 +270,89 @@ def test_a_model_shared_by_other_stores_is_passed_over_after_a_switch(built):
     with Pensive(built, embedder=HashEmbedder(dim=256)) as p:
         assert p.embedder.name == "hash-128"
         same_answers(answers(p), expected)
+
+
+def test_a_model_name_too_long_for_a_path_is_a_config_error_and_changes_nothing(built):
+    """A name longer than a path may be (the server's reembed route takes one from a
+    client) is a model that does not exist, not an OSError from the file system."""
+    with Pensive(built) as p:
+        before = reembed_status(p.components)
+        with pytest.raises(ConfigError, match="is not 'minilm', 'hash'"):
+            p.reembed("m" * 5000)
+        assert reembed_status(p.components) == before
+        assert not (built / "reembed.sqlite").exists()
+
+
+def test_a_damaged_checkpoint_vector_is_embedded_again_not_a_stuck_run(built, tmp_path):
+    """A checkpoint row whose vector is not a vector of the new model (a damaged file)
+    must not stop every resume with a numpy error: the passage is embedded again."""
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_two(done, total):
+        if done >= 2:
+            raise Stop
+
+    with Pensive(built) as p:
+        with pytest.raises(Stop):
+            p.reembed(NEW, batch_size=2, progress=stop_after_two)
+        db = sqlite3.connect(built / CHECKPOINT)
+        with db:
+            (cid,) = db.execute("SELECT chunk_id FROM vecs LIMIT 1").fetchone()
+            db.execute("UPDATE vecs SET vec = substr(vec, 1, 100) WHERE chunk_id = ?", (cid,))
+        db.close()
+        report = p.reembed(NEW, batch_size=2)
+        assert report["published"] and report["caught_up"] >= 1
+        got = answers(p)
+    with fresh(tmp_path, "fresh-new", {"embedder": {"name": NEW}}) as want:
+        same_answers(got, answers(want))
+
+
+def test_a_damaged_keys_file_of_the_kept_index_is_treated_as_lost(built, tmp_path):
+    """What the kept index was made from, damaged, is trusted for nothing (as when it is
+    lost): the rollback embeds every passage again instead of failing with an SQLite error."""
+    with Pensive(built) as p:
+        p.reembed(NEW)
+        kept = p.components.archive.get_meta("reembed_previous")["place"]
+        (built / f"{kept}.keys.sqlite").write_bytes(b"not a database " * 100)
+        back = p.reembed(rollback=True)
+        assert back["embedded"] == p.stats()["vectors"] == len(corpus())
+        got = answers(p)
+    with fresh(tmp_path, "fresh-old", HASH_CONFIG) as want:
+        same_answers(got, answers(want))
+
+
+def test_a_damaged_checkpoint_file_starts_the_run_over(built, tmp_path):
+    """A checkpoint that is not a database (a damaged file) must not stop every resume with
+    an SQLite error: its work is of no use, the run starts over."""
+    with Pensive(built) as p:
+        with pytest.raises(RuntimeError):
+            p.reembed(NEW, batch_size=2, progress=_stop_at(2))
+        (built / CHECKPOINT).write_bytes(b"not a database " * 100)
+        for side in ("-wal", "-shm"):
+            (built / f"{CHECKPOINT}{side}").unlink(missing_ok=True)
+        report = p.reembed(NEW, batch_size=2)
+        assert report["published"] and report["resumed_from"] == 0
+        got = answers(p)
+    with fresh(tmp_path, "fresh-new", {"embedder": {"name": NEW}}) as want:
+        same_answers(got, answers(want))
+
+
+def _stop_at(n):
+    def progress(done, total):
+        if done >= n:
+            raise RuntimeError("stopped")
+
+    return progress
+
+
+def test_status_of_a_run_with_a_damaged_checkpoint_says_so(built):
+    with Pensive(built) as p:
+        with pytest.raises(RuntimeError):
+            p.reembed(NEW, batch_size=2, progress=_stop_at(2))
+        (built / CHECKPOINT).write_bytes(b"not a database " * 100)
+        for side in ("-wal", "-shm"):
+            (built / f"{CHECKPOINT}{side}").unlink(missing_ok=True)
+        run = reembed_status(p.components)["run"]
+        assert run["done"] == 0 and run["damaged"] is True
