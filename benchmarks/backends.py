@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import base_parser, doc_ranking, environment, write_results
+from benchmarks.common import base_parser, doc_ranking, environment, load_average, write_results
 
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")  # no phoning home from Chroma
 
@@ -247,13 +247,6 @@ def time_queries(
         ms.append((time.perf_counter() - t) * 1000)
         ids.append([h[0] for h in hits])
     return ids, ms
-
-
-def _load() -> float | None:
-    try:
-        return round(os.getloadavg()[0], 2)
-    except OSError:
-        return None
 
 
 def _r(x: float, n: int = 4) -> float:
@@ -654,10 +647,10 @@ def main(argv: list[str] | None = None) -> None:
     try:
         if not args.skip_scifact:
             t = time.perf_counter()
-            load0 = _load()
+            load0 = load_average()
             payload["scifact"] = sci = scifact_part(args, work)
             sci["seconds"] = _r(time.perf_counter() - t, 1)
-            sci["load_average_1min"] = {"start": load0, "end": _load()}
+            sci["load_average_1min"] = {"start": load0, "end": load_average()}
             write_results("backends", args.out, payload, render(payload))
             agree = sci["exact_agreement"]
             worst = min(v for k, v in agree.items() if k != "backends")
@@ -665,10 +658,10 @@ def main(argv: list[str] | None = None) -> None:
                 failed = f"exact backends disagree: {agree}"
         for n in sizes:
             t = time.perf_counter()
-            load0 = _load()
+            load0 = load_average()
             part = scale_part(n, args)
             part["seconds"] = _r(time.perf_counter() - t, 1)
-            part["load_average_1min"] = {"start": load0, "end": _load()}
+            part["load_average_1min"] = {"start": load0, "end": load_average()}
             payload["scale"].append(part)
             write_results("backends", args.out, payload, render(payload))
             if part["flat_vs_numpy_bruteforce"] < EXACT_AGREEMENT:

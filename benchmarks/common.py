@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import platform
 import sys
 from collections.abc import Callable, Iterable
@@ -61,6 +62,14 @@ def doc_ranking(
             if len(out) == limit:
                 break
     return out
+
+
+def load_average() -> float | None:
+    """The 1-minute load average (None where the system has none): timings record it."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
 
 
 def retrieved(res: Any) -> list[Any]:

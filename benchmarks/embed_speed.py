@@ -20,7 +20,6 @@ start and end is recorded).
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import sys
 import time
@@ -30,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import base_parser, environment, source_state, write_results
+from benchmarks.common import base_parser, environment, load_average, source_state, write_results
 
 
 def load_passages(data: Path, limit: int) -> list[str]:
@@ -47,13 +46,6 @@ def load_passages(data: Path, limit: int) -> list[str]:
                 if len(out) == limit:
                     break
     return out
-
-
-def _load() -> float | None:
-    try:
-        return round(os.getloadavg()[0], 2)
-    except OSError:
-        return None
 
 
 def measure(run: Callable[[], np.ndarray], n: int, repeats: int) -> dict[str, Any]:
@@ -89,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
 
     texts = load_passages(args.data, args.limit)
     n = len(texts)
-    load_start = _load()
+    load_start = load_average()
     t = time.perf_counter()
     model = SentenceTransformerEmbedder(bundled_minilm_path(), "minilm", batch_size=64)
     model_load_s = time.perf_counter() - t
@@ -155,7 +147,7 @@ def main(argv: list[str] | None = None) -> None:
         "mean_chars": round(sum(map(len, texts)) / max(n, 1), 1),
         "repeats": args.repeats,
         "model_load_s": round(model_load_s, 3),
-        "load_average_1min": {"start": load_start, "end": _load()},
+        "load_average_1min": {"start": load_start, "end": load_average()},
         "results": rows,
     }
     write_results("embed_speed", args.out, payload, render(payload))

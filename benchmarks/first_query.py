@@ -23,7 +23,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import ROOT, base_parser, environment, source_state, write_results
+from benchmarks.common import (
+    ROOT,
+    base_parser,
+    environment,
+    load_average,
+    source_state,
+    write_results,
+)
 
 QUESTIONS = [
     "Which lighthouse did the keeper paint blue in the storm year?",
@@ -52,13 +59,6 @@ p.close()
 """
 
 
-def _load() -> float | None:
-    try:
-        return round(os.getloadavg()[0], 2)
-    except OSError:
-        return None
-
-
 def main(argv: list[str] | None = None) -> None:
     ap = base_parser(__doc__.splitlines()[0])
     args = ap.parse_args(argv)
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("error: --store must name a built store (see the module docstring)")
     store = str(args.store)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    load_start = _load()
+    load_start = load_average()
     runs: list[dict[str, Any]] = []
     tag = f" (run {time.strftime('%H%M%S')})"  # never asked before: L1 cannot answer
     for i, q in enumerate(QUESTIONS[:5]):
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> None:
         "benchmark": "first_query",
         "source": source_state(),
         "environment": environment(),
-        "load_average": {"start": load_start, "end": _load()},
+        "load_average": {"start": load_start, "end": load_average()},
         "store": store,
         "summary": summary,
         "runs": runs,

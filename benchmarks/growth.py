@@ -32,7 +32,6 @@ import contextlib
 import ctypes
 import gc
 import math
-import os
 import random
 import re
 import shutil
@@ -55,7 +54,14 @@ from benchmarks.backends import (
     time_queries,
     vector_profile,
 )
-from benchmarks.common import ROOT, base_parser, environment, source_state, write_results
+from benchmarks.common import (
+    ROOT,
+    base_parser,
+    environment,
+    load_average,
+    source_state,
+    write_results,
+)
 
 NAME = "growth"
 STARTED = time.perf_counter()  # wall time is counted from the import of this module
@@ -92,13 +98,6 @@ def faiss_threads(n: int | None) -> Iterator[None]:
         yield
     finally:
         faiss.omp_set_num_threads(before)
-
-
-def _load() -> float | None:
-    try:
-        return round(os.getloadavg()[0], 2)
-    except OSError:
-        return None
 
 
 def _r(x: float, n: int = 4) -> float:
@@ -373,7 +372,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         for n in sizes:
             t0 = time.perf_counter()
-            load0 = _load()
+            load0 = load_average()
             print(f"N = {n:,}", flush=True)
             ids = [f"c{i}" for i in range(n)]
             row: dict[str, Any] = {"n": n}
@@ -414,7 +413,7 @@ def main(argv: list[str] | None = None) -> None:
             shutil.rmtree(work / f"faiss-{n}", ignore_errors=True)
             shutil.rmtree(work / f"bm25-{n}", ignore_errors=True)
             row["seconds"] = _r(time.perf_counter() - t0, 1)
-            row["load_average_1min"] = {"start": load0, "end": _load()}
+            row["load_average_1min"] = {"start": load0, "end": load_average()}
             payload["rows"].append(row)
             payload["seconds"] = _r(time.perf_counter() - STARTED, 1)
             write_results(NAME, args.out, payload, render(payload))

@@ -20,13 +20,12 @@ Take it on a quiet machine (the load average at start and end is recorded).
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import base_parser, environment, source_state, write_results
+from benchmarks.common import base_parser, environment, load_average, source_state, write_results
 
 RUNGS = [
     ("torch, batch 16 (before)", "torch", 16),
@@ -34,13 +33,6 @@ RUNGS = [
     ("onnx, batch 32", "onnx", 32),
     ("onnx, batch 64", "onnx", 64),
 ]
-
-
-def _load() -> float | None:
-    try:
-        return round(os.getloadavg()[0], 2)
-    except OSError:
-        return None
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -60,7 +52,7 @@ def main(argv: list[str] | None = None) -> None:
         for r in rows
     ]
     texts = [d.text for d in docs]
-    load_start = _load()
+    load_start = load_average()
     embedders = {
         name: create_embedder(EmbedderConfig(batch_runtime=rt, batch_size=bs))
         for name, rt, bs in RUNGS
@@ -110,7 +102,7 @@ def main(argv: list[str] | None = None) -> None:
         "benchmark": "ingest_speed",
         "source": source_state(),
         "environment": environment(),
-        "load_average": {"start": load_start, "end": _load()},
+        "load_average": {"start": load_start, "end": load_average()},
         "config": {
             "documents": len(docs),
             "offset": args.offset,
@@ -131,7 +123,7 @@ def main(argv: list[str] | None = None) -> None:
         "",
         f"`python -m benchmarks.ingest_speed --limit {args.limit} --rounds {args.rounds}`: "
         f"{len(docs)} SciFact abstracts, default config, the model loaded before timing; "
-        f"medians of {args.rounds} rounds. Load average {load_start} at start, {_load()} at "
+        f"medians of {args.rounds} rounds. Load average {load_start} at start, {load_average()} at "
         f"end. Commit {payload['source']['commit']}.",
         "",
         f"Peer, same process and documents: sentence-transformers `encode` (batch 32, every "

@@ -32,7 +32,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import ROOT, base_parser, environment, source_state, write_results
+from benchmarks.common import (
+    ROOT,
+    base_parser,
+    environment,
+    load_average,
+    source_state,
+    write_results,
+)
 
 CHILD = """
 import sys
@@ -48,13 +55,6 @@ with Pensive(sys.argv[1]) as p:
     )
 print("finished", flush=True)
 """
-
-
-def _load() -> float | None:
-    try:
-        return round(os.getloadavg()[0], 2)
-    except OSError:
-        return None
 
 
 def _top(p: Any, queries: list[str]) -> list[list[str]]:
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
     docs, queries, _ = load(args.data)
     docs = docs[: args.limit]
     asked = [queries[q] for q in sorted(queries, key=int)[:50]]
-    load_start = _load()
+    load_start = load_average()
     work = Path(args.store) if args.store else Path(tempfile.mkdtemp(prefix="reembed-bench-"))
     shutil.rmtree(work, ignore_errors=True)
     base, whole, killed = work / "hash", work / "whole", work / "killed"
@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> None:
         top_killed = _top(p, asked)
     redone = resumed["resumed_from"] - kill["documents_reported_at_kill"]
     print(f"killed at {kill['documents_reported_at_kill']} documents; resumed: {resumed}")
-    load_end = _load()
+    load_end = load_average()
 
     n = full["embedded"]
     results = {
