@@ -219,4 +219,6 @@ def test_a_new_process_ingests_and_answers_without_torch_as_torch_does(minilm, t
     """
     got = _run(code, tmp_path)
     assert not got["torch"]
-    assert [tuple(h) for h in got["hits"]] == want
+    # the same passages in the same order; scores as close as the vectors (cosine >= 0.9999)
+    assert [h[0] for h in got["hits"]] == [w[0] for w in want]
+    assert all(abs(h[1] - w[1]) < 2e-3 for h, w in zip(got["hits"], want))
