@@ -36,6 +36,7 @@ from .router import Router
 from .stats import store_stats
 from .temporal.statements import StatementExtractor
 from .types import Document, Hit, IngestReport, QueryResult
+from .validate import check_text
 
 if TYPE_CHECKING:
     from .memory.conversation import Conversation
@@ -250,9 +251,12 @@ class Pensive:
             The number of passages removed.
 
         Raises:
+            InputError: If ``doc_id`` holds a lone surrogate.
             NotFoundError: If no document has that id.
         """
         self._check_writable()
+        if isinstance(doc_id, str):  # a lone surrogate is no id (InputError, not a codec error)
+            check_text(doc_id, "doc_id")
         with hooks.announce("delete"):
             return self._ingest.delete(doc_id)
 
@@ -387,9 +391,12 @@ class Pensive:
         """Return a stored document whole, from the archive.
 
         Raises:
+            InputError: If ``doc_id`` holds a lone surrogate.
             NotFoundError: If no document has that id.
         """
         self._check_open()
+        if isinstance(doc_id, str):  # a lone surrogate is no id (InputError, not a codec error)
+            check_text(doc_id, "doc_id")
         doc = self._comps.archive.document(doc_id)
         if doc is None:
             raise NotFoundError(f"no document with id {doc_id!r} in {self.path}")

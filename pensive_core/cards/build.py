@@ -223,8 +223,8 @@ def build_cards(
         confident = len(docs) == 1 and bool(passages) and askable(name, key)
         if confident and verify is not None:
             lead = leads.get(key)
-            confident = lead in passages
-            if confident:
+            confident = lead is not None and lead in passages
+            if lead is not None and confident:
                 passages = [lead, *(c for c in passages if c != lead)]
         # then the passages naming it: most used (learning on), most mentions, stable by id
         others = sorted(named.get(eid, []), key=lambda m: (-uses.get(m[0], 0.0), -m[1], m[0]))

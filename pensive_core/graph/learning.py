@@ -751,6 +751,10 @@ class UseHistory(Protocol):
         """Scores raised by their passages' base levels, best first."""
         ...
 
+    def value(self, chunk_ids: Sequence[str], now: float) -> np.ndarray:
+        """Each passage's base level at ``now`` (0.0 for one never used), in order."""
+        ...
+
     def forget(self, chunk_ids: Iterable[str]) -> int:
         """Drop the traces of passages."""
         ...

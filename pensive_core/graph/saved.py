@@ -51,7 +51,7 @@ def save_view(path: Path, view: GraphView) -> None:
         arrays[f"{name}.indices"] = m.indices
         arrays[f"{name}.indptr"] = m.indptr
     buf = io.BytesIO()
-    np.savez(buf, **arrays)
+    np.savez(buf, **arrays)  # type: ignore[arg-type]  # (numpy's stub types **kwds poorly)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(path, buf.getvalue())
     for old in path.parent.glob(f"{_PREFIX}*.npz"):

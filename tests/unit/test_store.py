@@ -318,3 +318,15 @@ def test_reopening_for_writing_survives_processes_forked_by_other_threads(tmp_pa
         t.join()
     with Pensive(tmp_path, config=HASH_CONFIG), pytest.raises(PensiveError, match="one writer"):
         Pensive(tmp_path, config=HASH_CONFIG)  # a writer that really holds it is still refused
+
+
+def test_get_and_delete_of_a_lone_surrogate_are_input_errors_that_change_nothing(hash_store):
+    from pensive_core import Document, InputError
+
+    hash_store.ingest([Document(id="tea", text="Green tea is steeped at eighty degrees.")])
+    before = hash_store.stats()
+    for call in (hash_store.get, hash_store.delete):
+        with pytest.raises(InputError, match="lone surrogate"):
+            call("tea\ud800")
+    after = hash_store.stats()
+    assert (after["documents"], after["commit"]) == (before["documents"], before["commit"])
