@@ -37,6 +37,7 @@ from ..filters import backend_metadata
 from .commit import Committer
 
 if TYPE_CHECKING:
+    from ..backends.base import VectorBackend
     from ..components import Components
     from ..types import Document
 
@@ -245,13 +246,8 @@ def roll_back(
             for i in range(0, len(stale), 256):
                 assert target is not None
                 part = stale[i : i + 256]
-                vecs = _vectors(target, [join_context(r[4], r[2]) for r in part])
-                dest.upsert(
-                    [r[0] for r in part],
-                    vecs,
-                    [backend_metadata(r[3], r[1]) for r in part],
-                    namespace=ns,
-                )
+                vecs = _row_vectors(target, part)
+                _put(dest, part, vecs, ns)
             dest.persist()
             _verify(dest, ns, len(rows))
         except BaseException:
@@ -368,6 +364,18 @@ def _batches(todo: list[str], by_doc: dict[str, list[Row]], size: int) -> Iterat
         yield part
 
 
+def _row_vectors(embedder: Embedder, rows: list[Any]) -> np.ndarray:
+    """The vectors of passage rows, each embedded with its stored context as at ingest."""
+    return _vectors(embedder, [join_context(r[4], r[2]) for r in rows])
+
+
+def _put(dest: VectorBackend, rows: list[Any], vecs: np.ndarray, ns: str) -> None:
+    """Write passage rows' vectors with their documents' metadata."""
+    dest.upsert(
+        [r[0] for r in rows], vecs, [backend_metadata(r[3], r[1]) for r in rows], namespace=ns
+    )
+
+
 def _vectors(embedder: Embedder, texts: list[str]) -> np.ndarray:
     return checked(embedder, embedder.embed(texts), len(texts))
 
@@ -380,7 +388,7 @@ def _embed_docs(
     take the others with it."""
     rows = [r for d in part for r in by_doc[d]]
     try:
-        vecs = _vectors(embedder, [join_context(r[4], r[2]) for r in rows])
+        vecs = _row_vectors(embedder, rows)
         return {r[0]: v for r, v in zip(rows, vecs)}, {}
     except Exception:  # (the documents are tried one by one below)
         log.info("reembed: a batch of %d document(s) failed; embedding them one by one", len(part))
@@ -389,7 +397,7 @@ def _embed_docs(
     for did in part:
         mine = by_doc[did]
         try:
-            vecs = _vectors(embedder, [join_context(r[4], r[2]) for r in mine])
+            vecs = _row_vectors(embedder, mine)
         except Exception as exc:
             failed[did] = f"{type(exc).__name__}: {exc}"
             continue
@@ -442,7 +450,7 @@ def _publish(
                     ]
                     made = {}
                     if stale:
-                        fresh = _vectors(target, [join_context(r[4], r[2]) for r in stale])
+                        fresh = _row_vectors(target, stale)
                         made = {r[0]: v for r, v in zip(stale, fresh)}
                         caught_up += len(stale)
                     vecs = np.stack(
@@ -453,12 +461,7 @@ def _publish(
                             for r in part
                         ]
                     )
-                    dest.upsert(
-                        [r[0] for r in part],
-                        vecs,
-                        [backend_metadata(r[3], r[1]) for r in part],
-                        namespace=ns,
-                    )
+                    _put(dest, part, vecs, ns)
             dest.persist()
             _verify(dest, ns, len(rows))
         except BaseException:
