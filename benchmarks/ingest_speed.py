@@ -2,10 +2,11 @@
 already loaded) against plain sentence-transformers ``encode`` of the same abstracts, side by
 side in one process.
 
-Rungs (each a fresh store, the same documents): passages embedded by PyTorch
-(``embedder.batch_runtime = "torch"``, ``batch_size`` 16 as before issue 29), and by
-onnxruntime on the verified export with batches sorted by length (``"auto"``) at batch sizes
-16, 32 and 64. The peer is ``SentenceTransformer.encode(texts, batch_size=32,
+Rungs (each a fresh store, the same documents): passages embedded by PyTorch in float32
+(``batch_runtime = "torch"``, ``batch_dtype = "float32"``, ``batch_size`` 16: before issue
+29), by onnxruntime in float32 on the verified export with batches sorted by length, and by a
+bfloat16 copy of the PyTorch model (what ``auto`` picks for a large call on a CPU with native
+bfloat16), each at several batch sizes. The peer is ``SentenceTransformer.encode(texts, batch_size=32,
 normalize_embeddings=True)`` on every core, what a user of the library writes. Rounds alternate
 between the rungs and the peer; each figure is the median over ``--rounds``. Documents/s and
 passages/s count what was ingested; ``x encode`` is the peer's time over the rung's on the
@@ -28,10 +29,12 @@ from pathlib import Path
 from benchmarks.common import base_parser, environment, load_average, source_state, write_results
 
 RUNGS = [
-    ("torch, batch 16 (before)", "torch", 16),
-    ("onnx, batch 16", "onnx", 16),
-    ("onnx, batch 32", "onnx", 32),
-    ("onnx, batch 64", "onnx", 64),
+    ("torch float32, batch 16 (before)", "torch", "float32", 16),
+    ("onnx float32, batch 16", "onnx", "float32", 16),
+    ("onnx float32, batch 32", "onnx", "float32", 32),
+    ("torch bfloat16, batch 16 (default)", "torch", "bfloat16", 16),
+    ("torch bfloat16, batch 32", "torch", "bfloat16", 32),
+    ("torch bfloat16, batch 64", "torch", "bfloat16", 64),
 ]
 
 
@@ -54,22 +57,23 @@ def main(argv: list[str] | None = None) -> None:
     texts = [d.text for d in docs]
     load_start = load_average()
     embedders = {
-        name: create_embedder(EmbedderConfig(batch_runtime=rt, batch_size=bs))
-        for name, rt, bs in RUNGS
+        name: create_embedder(EmbedderConfig(batch_runtime=rt, batch_dtype=dt, batch_size=bs))
+        for name, rt, dt, bs in RUNGS
     }
     for e in embedders.values():  # loaded, exported, verified: not ingest time
+        getattr(e, "inner", e).warm()
         e.embed(["warm up the model"])
     st = embedders[RUNGS[0][0]].model
-    times: dict[str, list[float]] = {name: [] for name, _, _ in RUNGS}
+    times: dict[str, list[float]] = {name: [] for name, *_ in RUNGS}
     times["sentence-transformers encode"] = []
     passages: dict[str, int] = {}
-    stages: dict[str, list[dict[str, float]]] = {name: [] for name, _, _ in RUNGS}
+    stages: dict[str, list[dict[str, float]]] = {name: [] for name, *_ in RUNGS}
     with tempfile.TemporaryDirectory(prefix="pensive-ingest-speed-") as tmp:
         for rnd in range(args.rounds):
             t = time.perf_counter()
             st.encode(texts, batch_size=32, normalize_embeddings=True, show_progress_bar=False)
             times["sentence-transformers encode"].append(time.perf_counter() - t)
-            for name, _, _ in RUNGS:
+            for name, *_ in RUNGS:
                 store = Path(tmp) / f"{rnd}-{len(times[name])}-{abs(hash(name))}"
                 with Pensive(store, embedder=embedders[name]) as p:
                     t = time.perf_counter()
@@ -80,12 +84,13 @@ def main(argv: list[str] | None = None) -> None:
                 print(rnd, name, round(times[name][-1], 2), "s", flush=True)
     peer = statistics.median(times["sentence-transformers encode"])
     table = []
-    for name, rt, bs in RUNGS:
+    for name, rt, dt, bs in RUNGS:
         sec = statistics.median(times[name])
         table.append(
             {
                 "rung": name,
                 "batch_runtime": rt,
+                "batch_dtype": dt,
                 "batch_size": bs,
                 "seconds": round(sec, 2),
                 "documents_per_s": round(len(docs) / sec, 1),

@@ -190,6 +190,10 @@ class EmbedderConfig(_Section):
     # how passages are embedded at ingest: "auto" = onnxruntime on the same verified export,
     # batches sorted by length (benchmarks/embed_speed); "torch" = sentence-transformers
     batch_runtime: Literal["auto", "torch", "onnx"] = "auto"
+    # the arithmetic of PyTorch's passage batches: "auto" = bfloat16 where the CPU has it
+    # natively (AMX / AVX-512 BF16: 2x float32, cosine >= 0.9999; benchmarks/ingest_speed),
+    # used for a call of 256+ passages or once the model is loaded; else float32
+    batch_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
 
 
 class ChunkingConfig(_Section):

@@ -58,6 +58,7 @@ def create_embedder(cfg: EmbedderConfig) -> Embedder:
         workers=cfg.workers,
         query_runtime=cfg.query_runtime,
         batch_runtime=cfg.batch_runtime,
+        batch_dtype=cfg.batch_dtype,
     )
 
 

@@ -180,8 +180,13 @@ PASSAGES = [
 
 def test_passages_embedded_through_onnx_match_pytorch_and_keep_their_order(minilm):
     pytest.importorskip("onnxruntime")
-    fast = minilm.embed(PASSAGES)
-    assert minilm.batch_encoder is not None  # the default batch_runtime "auto" took it
+    from pensive_core.config import EmbedderConfig
+    from pensive_core.embedders import create_embedder
+
+    # float32: the shared fixture may have loaded PyTorch, whose bfloat16 copy would answer
+    onnx = create_embedder(EmbedderConfig(batch_dtype="float32"))
+    fast = onnx.embed(PASSAGES)
+    assert onnx.batch_encoder is not None  # the default batch_runtime "auto" took it
     slow = minilm.embed_torch(PASSAGES)
     assert fast.shape == slow.shape == (len(PASSAGES), 384) and fast.dtype == np.float32
     assert float(np.min(np.sum(fast * slow, axis=1))) >= 0.9999
@@ -203,7 +208,10 @@ def test_a_new_process_ingests_and_answers_without_torch_as_torch_does(minilm, t
 
     docs = [Document(id=f"d{i}", text=t) for i, t in enumerate(PASSAGES) if t]
     question = "when does the night bus run past the ferries?"
-    with Pensive(tmp_path / "torch", config={"embedder": {"batch_runtime": "torch"}}) as p:
+    with Pensive(
+        tmp_path / "torch",
+        config={"embedder": {"batch_runtime": "torch", "batch_dtype": "float32"}},
+    ) as p:
         p.ingest(docs)
         want = [(h.chunk_id, round(h.score, 4)) for h in p.query(question, k=5).hits]
     _run(QUERY, tmp_path)  # the export, verified
