@@ -33,7 +33,9 @@ from benchmarks.common import (
     environment,
     explain_failures,
     half_of,
+    load_average,
     retrieved,
+    source_state,
     split_of,
     write_results,
 )
@@ -63,6 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
 
     docs, queries, qrels = load(args.data)
+    load_start = load_average()
     store = args.store or Path(tempfile.mkdtemp(prefix="pensive-scifact-"))
     if args.explain_failures is not None:
         # the default configuration only: a failing claim has a relevant abstract outside the
@@ -223,6 +226,8 @@ def main(argv: list[str] | None = None) -> None:
         "query_embedding_ms_mean": round(embed_ms, 2),
         "systems": results,
         "summary": summary,
+        "source": source_state(),
+        "load_average": {"start": load_start, "end": load_average()},
         "environment": environment(),
     }
     write_results("scifact", args.out, payload, render(payload))
@@ -260,6 +265,10 @@ def render(payload: dict[str, Any]) -> str:
         f"{ing['documents']} documents ({ing['chunks_embedded']} passages embedded). "
         f"Mean query embedding: {payload['query_embedding_ms_mean']} ms.",
         f"Summary: `{s}`",
+        "",
+        f"Commit {(payload.get('source') or {}).get('commit')}; load average "
+        f"{(payload.get('load_average') or {}).get('start')} at start, "
+        f"{(payload.get('load_average') or {}).get('end')} at end (2 cores).",
         "",
         f"Reproduce: `python -m benchmarks.scifact --latency-queries {d['latency_queries']} "
         f"--repeats {d['repeats']}` (after `make setup` and "
