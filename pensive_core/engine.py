@@ -219,6 +219,15 @@ class Pensive:
         self._check_writable()
         return self._ingest.run(documents, progress, archive_only)
 
+    def ingest_many(
+        self, *groups: Iterable[Document], progress: Any = None, archive_only: bool = False
+    ) -> list[IngestReport]:
+        """Ingest several groups of documents (several callers' ingests) as one change with one
+        commit, each reported as :meth:`ingest` alone would; a failing group fails alone. See
+        :meth:`IngestPipeline.run_groups <pensive_core.ingest.IngestPipeline.run_groups>`."""
+        self._check_writable()
+        return self._ingest.run_groups(groups, progress, archive_only)
+
     def ingest_path(
         self, *paths: str | os.PathLike[str], progress: Any = None, archive_only: bool = False
     ) -> IngestReport:

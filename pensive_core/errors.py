@@ -5,6 +5,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 __all__ = [
     "PensiveError",
     "ConfigError",
@@ -16,6 +19,7 @@ __all__ = [
     "SchemaVersionError",
     "StorageError",
     "CorruptStoreError",
+    "IngestGroupsError",
 ]
 
 
@@ -107,3 +111,26 @@ class StorageError(PensiveError, OSError):
 class CorruptStoreError(StorageError):
     """A store file does not hold what its manifest says (a checksum or structure mismatch):
     the message names the file; ``pensive repair`` rebuilds what the archive can rebuild."""
+
+
+class IngestGroupsError(PensiveError):
+    """Some groups of a :meth:`Pensive.ingest_many <pensive_core.Pensive.ingest_many>` call
+    failed; each of the others was ingested (see the method for what a failure leaves).
+
+    Args:
+        outcomes: Each group's :class:`~pensive_core.types.IngestReport`, or the exception
+            that group raised, in the order the groups were given.
+
+    Attributes:
+        outcomes: As given (a list).
+    """
+
+    def __init__(self, outcomes: Sequence[Any]) -> None:
+        self.outcomes = list(outcomes)
+        failed = [(i, o) for i, o in enumerate(self.outcomes) if isinstance(o, BaseException)]
+        what = "; ".join(f"group {i}: {type(o).__name__}: {o}" for i, o in failed[:3])
+        super().__init__(
+            f"{len(failed)} of {len(self.outcomes)} groups of documents failed ({what}); the "
+            "others were ingested, and IngestGroupsError.outcomes holds each group's report "
+            "or error"
+        )

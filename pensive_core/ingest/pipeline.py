@@ -10,8 +10,9 @@ indexed); :mod:`.derive` updates the graph and the statements. After the last ba
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +22,7 @@ from .. import hooks
 from ..archive import INDEXED, metadata_json
 from ..context.base import join_context
 from ..embedders.base import checked
-from ..errors import NotFoundError, PensiveError
+from ..errors import IngestGroupsError, NotFoundError, PensiveError
 from ..filters import backend_metadata
 from ..types import Chunk, Document, IngestReport
 from .changes import IngestCounts
@@ -65,6 +66,11 @@ class Ahead:
     chunks: dict[tuple[str, str], list[Chunk]] = field(default_factory=dict)
 
 
+def _told(progress: Callable[[int, int], Any] | None, group: int) -> Callable[[int], Any] | None:
+    """One group's progress callback: ``progress`` told the group's index too."""
+    return None if progress is None else functools.partial(progress, group)
+
+
 class IngestPipeline:
     """Ingest and delete, through the stages (see the module docstring)."""
 
@@ -85,40 +91,180 @@ class IngestPipeline:
         counts = IngestCounts()
         stages: dict[str, float] = dict.fromkeys(STAGES, 0.0)
         comps = self.comps
-        committer = self.committer
         # (a recovery's re-indexing stays one change: a commit between its batches would clear
         # the change's mark while documents it has not reached are still pending)
-        if comps.storage.shared and not archive_only and not committer.recovering:
+        if comps.storage.shared and not archive_only and not self.committer.recovering:
             self._run_shared(documents, progress, counts, stages)
-            return self._report(t0, counts, stages)
+            return self._report(time.perf_counter() - t0, counts, stages)
         with comps.lock, comps.storage.writing():
-            committer.catch_up(self.run)
-            committer.finish_abandoned(self.run)
-            with committer.abandoning():  # its dirty mark is a write too (a full disk)
-                committer.before_change()
-            done = 0
-            pending = iter(batches(documents))
-            while True:
+            self._begin()
+            failed = self._feed(documents, progress, counts, archive_only, stages)
+            # (a failed input: the batches before it are whole, committed before it propagates)
+            stages["commit"] = self._commit()
+        if failed is not None:
+            raise failed
+        return self._report(time.perf_counter() - t0, counts, stages)
+
+    def run_groups(
+        self,
+        groups: Sequence[Iterable[Document]],
+        progress: Callable[[int, int], Any] | None = None,
+        archive_only: bool = False,
+    ) -> list[IngestReport]:
+        """Ingest several groups of documents (several callers' ingests) as one change with
+        one commit, each group reported as :meth:`run` would report it alone.
+
+        The groups run in order, each in its own batches with its own counts and stages, so
+        a document of a later group replaces one of the same id from an earlier group just as
+        a later call would. Every group's ``stages["commit"]`` holds the shared commit's
+        time (or the recovery's, below), and its ``seconds`` the change's start, its own
+        batches and that commit.
+
+        A failing group fails alone: the groups before it are committed and reported, it gets
+        its error, and the groups after it run as a fresh change (the same rules again):
+
+        - Its input fails (an item that is not a :class:`Document`, or its iterator raises):
+          the change is committed with the groups before it and the batches of its own that
+          came before the failure, as :meth:`run` commits them alone.
+        - One of its batches fails: the change is abandoned (see
+          :meth:`Committer.abandoning <pensive_core.ingest.Committer.abandoning>`) and its
+          recovery runs at once, indexing from the archive what the change wrote there: the
+          groups before it, and whatever of its own reached the archive (which the next change
+          after :meth:`run` would index too). Should that recovery fail, the groups before it
+          get the recovery's error.
+        - The start of the change or its commit fails: every group of that change gets the
+          error (a failed commit leaves the change to recovery, as in :meth:`run`).
+
+        A failure that is no :class:`Exception` (``KeyboardInterrupt``) propagates, after
+        the commit :meth:`run` would make, and the groups after it do not run. On an engine
+        several processes write (each batch is a change of its own there), or while a
+        recovery runs, the groups simply run one after another through :meth:`run`.
+
+        Args:
+            groups: The groups, each an iterable of :class:`Document`.
+            progress: Optional callable ``(group index, documents of that group done)``.
+            archive_only: Every group's documents to the archive only (see :meth:`run`).
+
+        Returns:
+            One report per group, in order.
+
+        Raises:
+            IngestGroupsError: If any group failed: ``outcomes`` holds every group's report,
+                or the exception it failed with.
+        """
+        groups = list(groups)
+        if self.comps.storage.shared or self.committer.recovering:
+            outcomes: list[IngestReport | Exception] = []
+            for i, docs in enumerate(groups):
                 try:
-                    batch = next(pending, None)
-                except BaseException:
-                    # the input failed (not a Document, or the caller's iterator raised): the
-                    # batches before it are whole, so they are committed before it propagates
-                    with committer.abandoning():
-                        committer.commit()
-                    raise
-                if batch is None:
+                    outcomes.append(self.run(docs, _told(progress, i), archive_only))
+                except Exception as exc:  # noqa: BLE001 - the group's outcome
+                    outcomes.append(exc)
+        else:
+            outcomes = self._change(groups, progress, archive_only, 0)
+        reports = [o for o in outcomes if isinstance(o, IngestReport)]
+        if len(reports) < len(outcomes):
+            raise IngestGroupsError(outcomes)
+        return reports
+
+    def _change(
+        self,
+        groups: list[Iterable[Document]],
+        progress: Callable[[int, int], Any] | None,
+        archive_only: bool,
+        first: int,
+    ) -> list[IngestReport | Exception]:
+        """``groups`` (numbered from ``first``) as one change: their outcomes, the groups
+        after a failing one run as a fresh change (see :meth:`run_groups`)."""
+        if not groups:
+            return []
+        clock = time.perf_counter
+        t0 = clock()
+        counts = [IngestCounts() for _ in groups]
+        stages = [dict.fromkeys(STAGES, 0.0) for _ in groups]
+        took: list[float] = []  # the time of each group's own batches, for the groups fed
+        failed: BaseException | None = None  # how the last group fed failed
+        abandoned = False  # ... in a batch, abandoning the change (else its input failed)
+        with self.comps.lock, self.comps.storage.writing():
+            try:
+                self._begin()
+            except Exception as exc:  # noqa: BLE001 - every group's outcome
+                return [exc] * len(groups)
+            begun = clock() - t0
+            for i, docs in enumerate(groups):
+                t = clock()
+                try:
+                    failed = self._feed(
+                        docs, _told(progress, first + i), counts[i], archive_only, stages[i]
+                    )
+                except Exception as exc:  # noqa: BLE001 - that group's outcome
+                    failed, abandoned = exc, True
+                took.append(clock() - t)
+                if failed is not None:
                     break
-                with committer.abandoning(), hooks.announce("ingest-batch"):
-                    self.batch(batch, counts, archive_only, stages)
-                done += len(batch)
-                if progress:
-                    progress(done)
-            t_commit = time.perf_counter()
-            with committer.abandoning():
-                committer.commit()
-            stages["commit"] = time.perf_counter() - t_commit
-        return self._report(t0, counts, stages)
+            # the groups the change keeps: a group whose input failed keeps its batches
+            # before the failure (as run() does); after a failed batch, the groups before it
+            # are in the archive, pending, and the abandoned change's recovery indexes them
+            kept = len(took) - 1 if abandoned else len(took)
+            t = clock()
+            try:
+                if not abandoned:
+                    self._commit()
+                elif kept:
+                    self.committer.finish_abandoned(self.run)
+            except Exception as exc:  # noqa: BLE001 - left to recovery, as in run()
+                outcomes: list[IngestReport | Exception] = [exc] * kept
+            else:
+                commit_s = clock() - t
+                outcomes = []
+                for c, st, own in zip(counts, stages, took[:kept]):
+                    st["commit"] = commit_s
+                    outcomes.append(self._report(begun + own + commit_s, c, st))
+                if isinstance(failed, Exception) and not abandoned:
+                    outcomes[-1] = failed  # (its batches before the failure are committed)
+        if failed is None:
+            return outcomes
+        if not isinstance(failed, Exception):
+            raise failed  # (KeyboardInterrupt: after the commit run() makes too)
+        if abandoned:
+            outcomes.append(failed)
+        rest = len(took)
+        return outcomes + self._change(groups[rest:], progress, archive_only, first + rest)
+
+    def _feed(
+        self,
+        documents: Iterable[Document],
+        progress: Callable[[int], Any] | None,
+        counts: IngestCounts,
+        archive_only: bool,
+        stages: dict[str, float],
+    ) -> BaseException | None:
+        """Documents, batch by batch, into the change in flight (its lock held); returns the
+        failure of the input (an item that is not a Document, the caller's iterator raised),
+        whose batches before it are whole and stay in the change. A batch that fails abandons
+        the change, and its error propagates."""
+        committer = self.committer
+        done = 0
+        pending = iter(batches(documents))
+        while True:
+            try:
+                batch = next(pending, None)
+            except BaseException as exc:
+                return exc
+            if batch is None:
+                return None
+            with committer.abandoning(), hooks.announce("ingest-batch"):
+                self.batch(batch, counts, archive_only, stages)
+            done += len(batch)
+            if progress:
+                progress(done)
+
+    def _commit(self) -> float:
+        """Commit the change in flight (its lock held); returns the seconds it took."""
+        t = time.perf_counter()
+        with self.committer.abandoning():
+            self.committer.commit()
+        return time.perf_counter() - t
 
     def _run_shared(
         self,
@@ -259,7 +405,7 @@ class IngestPipeline:
         return kept, fresh
 
     @staticmethod
-    def _report(t0: float, counts: IngestCounts, stages: dict[str, float]) -> IngestReport:
+    def _report(seconds: float, counts: IngestCounts, stages: dict[str, float]) -> IngestReport:
         return IngestReport(
             added=counts.added,
             updated=counts.updated,
@@ -267,7 +413,7 @@ class IngestPipeline:
             chunks_embedded=counts.embedded,
             chunks_reused=counts.reused,
             chunks_deleted=counts.deleted,
-            seconds=time.perf_counter() - t0,
+            seconds=seconds,
             contexts=counts.contexts,
             contexts_cached=counts.contexts_cached,
             contexts_fallback=counts.contexts_fallback,
@@ -300,7 +446,7 @@ class IngestPipeline:
         t = clock()
         todo = plan_batch(
             comps, docs, embedder, self.situate.generator_for, archive_only, counts,
-            ahead.chunks if ahead is not None else None,
+            ahead.chunks if ahead is not None else None, changes.written,
         )  # fmt: skip
         t, stages["chunking"] = clock(), stages["chunking"] + clock() - t
         contexts, gen_of = self.situate.run(

@@ -8,11 +8,11 @@ stored vectors is decided once their contexts are known (:func:`reuse`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..archive import ARCHIVE_ONLY, INDEXED, metadata_json
+from ..archive import ARCHIVE_ONLY, INDEXED, PENDING, metadata_json
 from ..chunking import chunk_text, content_hash
 from ..context.base import ContextGenerator
 from ..embedders.base import Embedder
@@ -81,10 +81,14 @@ def plan_batch(
     archive_only: bool,
     counts: IngestCounts,
     chunked: Mapping[tuple[str, str], list[Chunk]] | None = None,
+    settled: Collection[str] = (),
 ) -> list[DocPlan]:
     """The documents of a batch that need indexing, chunked (identical ones are counted as
     unchanged and left out); ``chunked``: passages already cut, by ``(document id, content
-    hash)`` (the same text cut for the same embedder is cut the same way)."""
+    hash)`` (the same text cut for the same embedder is cut the same way); ``settled``:
+    documents an earlier batch of the same change indexed in full, whose archive rows stay
+    pending until its commit: they are compared (and their passages reused) as indexed, so
+    a document given again later in one change is handled as a later call would handle it."""
     ccfg = comps.config.chunking
     window = max(1, embedder.max_tokens - ccfg.reserve_tokens)
     window = min(ccfg.max_tokens or window, window)
@@ -92,6 +96,8 @@ def plan_batch(
     for doc in docs:
         doc_hash = content_hash(doc.text)
         old = comps.archive.fingerprint(doc.id)
+        if old is not None and old[3] == PENDING and doc.id in settled:
+            old = (*old[:3], INDEXED, old[4])
         want = ARCHIVE_ONLY if archive_only else INDEXED
         gen = None if archive_only else generator_for(doc)
         gen_name = gen.name if gen is not None else ""

@@ -5,7 +5,10 @@ The server keeps read-only handles for queries (they see each commit of this wri
 next query) and sends this process the work that changes a store: ingest, delete and
 conversation turns. Messages are JSON over a socket pair: nothing is ever unpickled.
 Ingest and delete run in order on one thread; conversation operations on another, so a turn is
-not queued behind a long ingest. If the process dies (killed, out of memory), every request in
+not queued behind a long ingest. Ingests of one namespace queued right behind each other run as
+one change with one commit (:meth:`Pensive.ingest_many <pensive_core.Pensive.ingest_many>`),
+each answered with its own report: under many small ingests, each no longer waits for every
+earlier one's commit. If the process dies (killed, out of memory), every request in
 flight fails with ``worker_crashed`` and a new process is started: opening a store recovers
 whatever an interrupted ingest left behind.
 """
@@ -35,6 +38,12 @@ __all__ = ["Writer", "WorkerError"]
 log = logging.getLogger(__name__)
 
 _STOP = "stop"
+
+#: At most this many queued ingest requests of one namespace run as one change (one commit)
+GROUP_REQUESTS = 64
+#: ... and they stop being joined once they hold this many documents: a burst of small
+#: ingests shares one commit, while the first of them is not kept waiting on a long group
+GROUP_DOCUMENTS = 2_000
 
 
 class WorkerError(PensiveError):
@@ -250,11 +259,31 @@ def _child_main(conn: Any) -> None:
                 stores[ns] = p
             return p
 
+    def answer(msg: dict[str, Any], outcome: Any) -> None:
+        """Send a request its result, or the exception it failed with."""
+        if not isinstance(outcome, Exception):
+            send({"id": msg["id"], "ok": True, "result": outcome})
+            return
+        if not isinstance(outcome, PensiveError):
+            trace = "".join(traceback.format_exception(outcome))
+            log.error("writer: %s failed:\n%s", msg.get("op"), trace)
+        send(
+            {"id": msg["id"], "ok": False, "type": type(outcome).__name__, "message": str(outcome)}
+        )
+
     def run(q: queue.Queue[dict[str, Any] | None]) -> None:
+        ahead: list[dict[str, Any] | None] = []  # taken from the queue, not yet handled
         while True:
-            msg = q.get()
+            msg = ahead.pop() if ahead else q.get()
             if msg is None:
                 return
+            if msg["op"] == "ingest":
+                group = _queued_ingests(q, msg, ahead)
+                for m in group:
+                    send({"id": m["id"], "progress": 0})  # started: the job is running
+                for m, outcome in zip(group, _ingest(group, store, send)):
+                    answer(m, outcome)
+                continue
             rid = msg["id"]
             if not msg["op"].startswith("chat."):
                 send({"id": rid, "progress": 0})  # started: the job is running
@@ -263,12 +292,9 @@ def _child_main(conn: Any) -> None:
                 def progress(n: int, rid: int = rid) -> None:
                     send({"id": rid, "progress": n})
 
-                result = _handle(msg, store, progress)
-                send({"id": rid, "ok": True, "result": result})
+                answer(msg, _handle(msg, store, progress))
             except Exception as exc:  # noqa: BLE001 - every failure goes back to the caller
-                if not isinstance(exc, PensiveError):
-                    log.error("writer: %s failed:\n%s", msg.get("op"), traceback.format_exc())
-                send({"id": rid, "ok": False, "type": type(exc).__name__, "message": str(exc)})
+                answer(msg, exc)
 
     try:
         p = store("default")  # a config that contradicts the store fails here, at start
@@ -309,25 +335,91 @@ def _child_main(conn: Any) -> None:
                 p.close()
 
 
+def _queued_ingests(
+    q: queue.Queue[dict[str, Any] | None], first: dict[str, Any], ahead: list[Any]
+) -> list[dict[str, Any]]:
+    """``first`` (an ingest request) and the ingests of the same namespace and
+    ``archive_only`` queued right behind it, up to :data:`GROUP_REQUESTS` requests or
+    :data:`GROUP_DOCUMENTS` documents: they run as one change. The first other message
+    taken goes to ``ahead``, to be handled next: nothing is handled out of order."""
+    group = [first]
+    n_docs = len(first.get("documents") or ())
+    while len(group) < GROUP_REQUESTS and n_docs < GROUP_DOCUMENTS:
+        try:
+            msg = q.get_nowait()
+        except queue.Empty:
+            break
+        if (
+            msg is None
+            or msg["op"] != "ingest"
+            or msg["ns"] != first["ns"]
+            or bool(msg.get("archive_only")) != bool(first.get("archive_only"))
+        ):
+            ahead.append(msg)
+            break
+        group.append(msg)
+        n_docs += len(msg.get("documents") or ())
+    return group
+
+
+def _ingest(
+    msgs: list[dict[str, Any]], store: Callable[[str], Any], send: Callable[[dict[str, Any]], None]
+) -> list[Any]:
+    """Ingest requests of one namespace as one change with one commit
+    (:meth:`Pensive.ingest_many <pensive_core.Pensive.ingest_many>`); returns each request's
+    result (its report), or the exception it failed with (a request with a malformed
+    document fails alone, before anything is ingested)."""
+    from ..errors import IngestGroupsError
+    from ..types import Document
+
+    outcomes: list[Any] = [None] * len(msgs)
+    groups: list[list[Document]] = []
+    at: list[int] = []  # the request of each group
+    for i, msg in enumerate(msgs):
+        try:
+            groups.append(
+                [
+                    Document(d["id"], d["text"], d.get("metadata") or {}, d.get("timestamp"))
+                    for d in msg["documents"]
+                ]
+            )
+            at.append(i)
+        except Exception as exc:  # noqa: BLE001 - that request's outcome
+            outcomes[i] = exc
+    if not groups:
+        return outcomes
+
+    def progress(group: int, n: int) -> None:
+        send({"id": msgs[at[group]]["id"], "progress": n})
+
+    try:
+        p = store(msgs[0]["ns"])
+        done: list[Any] = p.ingest_many(
+            *groups, progress=progress, archive_only=bool(msgs[0].get("archive_only"))
+        )
+    except IngestGroupsError as exc:
+        done = exc.outcomes
+    except Exception as exc:  # noqa: BLE001 - every request's outcome
+        done = [exc] * len(groups)
+    for i, out in zip(at, done):
+        if isinstance(out, Exception):
+            outcomes[i] = out
+        else:
+            outcomes[i] = {k: v for k, v in out.__dict__.items() if k != "errors"}
+    return outcomes
+
+
 def _handle(
     msg: dict[str, Any], store: Callable[[str], Any], progress: Callable[[int], None]
 ) -> Any:
     from ..memory.turns import check_turn
     from ..timeutil import ensure_utc
-    from ..types import Document
     from ..wire import hit_json, turn_json
 
     op, ns = msg["op"], msg["ns"]
     p = store(ns)
     if op == "open":
         return {"commit": p.commit_number}
-    if op == "ingest":
-        docs = [
-            Document(d["id"], d["text"], d.get("metadata") or {}, d.get("timestamp"))
-            for d in msg["documents"]
-        ]
-        report = p.ingest(docs, progress=progress, archive_only=bool(msg.get("archive_only")))
-        return {k: v for k, v in report.__dict__.items() if k != "errors"}
     if op == "delete":
         return {"chunks": p.delete(msg["doc_id"])}
     if op == "reembed":

@@ -36,6 +36,7 @@ EXPECTED = {
     "StageRank",
     "Fused",
     "Hit",
+    "IngestGroupsError",
     "IngestReport",
     "InputError",
     "MissingDependencyError",
@@ -99,6 +100,7 @@ def test_error_tree():
         e.SchemaVersionError,
         e.StorageError,
         e.CorruptStoreError,
+        e.IngestGroupsError,
     ):
         assert issubclass(cls, e.PensiveError)
     assert issubclass(e.CorruptStoreError, e.StorageError) and issubclass(e.StorageError, OSError)
@@ -192,6 +194,10 @@ def test_backend_defaults_and_signatures_are_pinned():
     assert q["filters"].kind is inspect.Parameter.KEYWORD_ONLY
     assert q["context"].kind is inspect.Parameter.KEYWORD_ONLY
     assert q["min_score"].kind is inspect.Parameter.KEYWORD_ONLY
+    m = inspect.signature(Pensive.ingest_many).parameters
+    assert list(m) == ["self", "groups", "progress", "archive_only"]
+    assert m["groups"].kind is inspect.Parameter.VAR_POSITIONAL
+    assert m["progress"].default is None and m["archive_only"].default is False
     r = inspect.signature(Pensive.reindex).parameters
     assert list(r)[:4] == ["self", "to", "options", "namespace"]
     s = inspect.signature(VectorBackend.search).parameters
