@@ -32,8 +32,8 @@ RUNGS = [
     ("torch float32, batch 16 (before)", "torch", "float32", 16),
     ("onnx float32, batch 16", "onnx", "float32", 16),
     ("onnx float32, batch 32", "onnx", "float32", 32),
-    ("torch bfloat16, batch 16 (default)", "torch", "bfloat16", 16),
-    ("torch bfloat16, batch 32", "torch", "bfloat16", 32),
+    ("torch bfloat16, batch 16", "torch", "bfloat16", 16),
+    ("torch bfloat16, batch 32 (default)", "torch", "bfloat16", 32),
     ("torch bfloat16, batch 64", "torch", "bfloat16", 64),
 ]
 

@@ -87,6 +87,16 @@ def pooled(store):
     return store[1]
 
 
+@pytest.fixture(scope="module")
+def f32():
+    """The bundled model in float32 (workers embed in float32; the shared fixture may have
+    loaded PyTorch, whose bfloat16 copy would answer its batches)."""
+    from pensive_core.config import EmbedderConfig
+    from pensive_core.embedders import create_embedder
+
+    return create_embedder(EmbedderConfig(batch_dtype="float32"))
+
+
 def test_split_is_contiguous_and_balanced_by_length():
     lengths = [10, 200, 30, 30, 400, 5, 5, 90, 120, 60]
     for parts in (1, 2, 3, 4, 16):
@@ -101,12 +111,12 @@ def test_split_is_contiguous_and_balanced_by_length():
     assert len(few) == 4 and [b - a for a, b in few if b > a] == [1, 1]
 
 
-def test_small_batches_stay_in_process(pooled, minilm):
+def test_small_batches_stay_in_process(pooled, f32):
     pooled.close()
     texts = _passages(2 * BATCH - 1)
     got = pooled.embed(texts)
     assert pooled.worker_pids() == []  # no worker was started for a small batch
-    assert np.allclose(got, minilm.embed(texts), atol=1e-5)
+    assert np.allclose(got, f32.embed(texts), atol=1e-5)
     assert pooled.embed_query("a heron").shape == (384,)
     assert pooled.worker_pids() == []
 
@@ -129,11 +139,11 @@ def test_a_store_ingests_through_workers_and_finds_the_documents(store):
     assert sum("volcano" in h.text for h in hits) >= 5
 
 
-def test_worker_vectors_equal_in_process_vectors(pooled, minilm):
+def test_worker_vectors_equal_in_process_vectors(pooled, f32):
     texts = _passages(300)
     got = pooled.embed(texts)
     assert len(pooled.worker_pids()) == 2
-    want = minilm.embed(texts)  # workers = 0
+    want = f32.embed(texts)  # workers = 0
     assert got.dtype == np.float32 and got.shape == (300, 384)
     assert np.abs(got - want).max() <= 1e-5
     assert float((got * want).sum(axis=1).min()) >= 0.99999
@@ -142,7 +152,7 @@ def test_worker_vectors_equal_in_process_vectors(pooled, minilm):
     assert np.abs(again - got[:40]).max() <= 1e-5
 
 
-def test_a_killed_worker_raises_clearly_and_the_next_batch_restarts_workers(pooled, minilm):
+def test_a_killed_worker_raises_clearly_and_the_next_batch_restarts_workers(pooled, f32):
     texts = _passages(20, seed=3)
     pooled.embed(texts)
     pids = pooled.worker_pids()
@@ -160,7 +170,7 @@ def test_a_killed_worker_raises_clearly_and_the_next_batch_restarts_workers(pool
     again = pooled.embed(texts)
     new = pooled.worker_pids()
     assert len(new) == 2 and not set(new) & set(pids)
-    assert np.abs(again - minilm.embed(texts)).max() <= 1e-5
+    assert np.abs(again - f32.embed(texts)).max() <= 1e-5
 
 
 def test_close_leaves_no_process_and_no_zombie(pooled):
