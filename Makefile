@@ -78,6 +78,10 @@ bench: bench-setup
 	$(BIN)/python -m benchmarks.growth
 	$(BIN)/python -m benchmarks.niah --sizes 100k,1M --peers 1M --store $(BENCH)/niah
 	$(BIN)/python -m benchmarks.niah --sizes 10M --store $(BENCH)/niah
+	$(BIN)/python -m benchmarks.first_query --store $(BENCH)/niah/1M
+	$(BIN)/python -m benchmarks.growth_tokens --store $(BENCH)/niah
+	$(BIN)/python -m benchmarks.ingest_speed --limit 400 --rounds 2
+	$(BIN)/python -m benchmarks.commit_cost --compare 49c921f
 
 lint: $(STAMP)
 	$(BIN)/ruff check pensive_core pensive_llamaindex pensive_langchain tests benchmarks
