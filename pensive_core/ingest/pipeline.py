@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +22,7 @@ from .. import hooks
 from ..archive import INDEXED, metadata_json
 from ..context.base import join_context
 from ..embedders.base import checked
-from ..errors import IngestGroupsError, NotFoundError, PensiveError
+from ..errors import IngestGroupsError, InputError, NotFoundError, PensiveError
 from ..filters import backend_metadata
 from ..types import Chunk, Document, IngestReport
 from .changes import IngestCounts
@@ -149,10 +149,20 @@ class IngestPipeline:
             One report per group, in order.
 
         Raises:
+            InputError: If a group is neither a :class:`Document` nor an iterable of them (a
+                string, a number, a mapping): checked before anything is written.
             IngestGroupsError: If any group failed: ``outcomes`` holds every group's report,
                 or the exception it failed with.
         """
         groups = list(groups)
+        for i, docs in enumerate(groups):
+            if not isinstance(docs, Document) and (
+                isinstance(docs, (str, bytes, bytearray, Mapping)) or not isinstance(docs, Iterable)
+            ):
+                raise InputError(
+                    f"ingest_many() takes groups of Document objects, one per argument; group "
+                    f"{i} is a {type(docs).__name__} (nothing was ingested)"
+                )
         if self.comps.storage.shared or self.committer.recovering:
             outcomes: list[IngestReport | Exception] = []
             for i, docs in enumerate(groups):

@@ -225,3 +225,12 @@ def test_a_document_given_twice_in_one_change_is_handled_as_a_later_call_would(
     doc = Document("t", "Tulips open in the morning sun.")
     report = hash_store.ingest([doc, Document("u", "Umbrellas."), doc])
     assert (report.added, report.unchanged, report.updated, report.chunks_embedded) == (2, 1, 0, 2)
+
+
+@pytest.mark.parametrize("bad", ["some text", b"bytes", 123, {"id": "a", "text": "x"}, None])
+def test_a_group_that_is_not_documents_is_refused_before_anything_is_written(tmp_path, bad):
+    with Pensive(tmp_path / "s", config=HASH_CONFIG) as p:
+        before = p.commit_number
+        with pytest.raises(InputError, match="group 1"):
+            p.ingest_many([Document("a", "alpha text")], bad)
+        assert p.commit_number == before and p.stats()["documents"] == 0
