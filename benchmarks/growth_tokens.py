@@ -34,19 +34,13 @@ from benchmarks.common import (
     source_state,
     write_results,
 )
+from benchmarks.first_query import QUESTIONS
+from benchmarks.metrics import percentiles
 
 SIZES = ("100k", "1M", "10M")
 PROCESSES = 3
 WARM = 30
 
-STEMS = [
-    "Which lighthouse did the keeper paint blue in the storm year",
-    "Where did the old clockmaker hide the brass key for the tower",
-    "Who repaired the mill wheel after the spring flood",
-    "What colour was the boat the ferry captain sold to his cousin",
-    "When did the village council first vote on the bridge toll",
-    "Which orchard supplied the apples for the harvest fair",
-]
 
 PROCESS = """
 import json, resource, sys, time
@@ -72,12 +66,8 @@ p.close()
 
 def _questions(size: str, process: int) -> list[str]:
     tag = f"({size}, process {process}, run {os.getpid()})"  # never asked: L1 cannot answer
-    return [f"{STEMS[i % len(STEMS)]}, case {i} {tag}?" for i in range(WARM + 1)]
-
-
-def _pct(xs: list[float], q: float) -> float:
-    s = sorted(xs)
-    return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
+    stems = [q.rstrip("?") for q in QUESTIONS]
+    return [f"{stems[i % len(stems)]}, case {i} {tag}?" for i in range(WARM + 1)]
 
 
 def measure(store: Path, size: str) -> dict[str, Any]:
@@ -99,7 +89,7 @@ def measure(store: Path, size: str) -> dict[str, Any]:
         **med,
         "first_s": round(statistics.median(r["first_s"] for r in runs), 3),
         "open_plus_first_s": round(statistics.median(r["open_s"] + r["first_s"] for r in runs), 3),
-        "warm_ms": {"p50": round(_pct(warm, 0.5), 2), "p95": round(_pct(warm, 0.95), 2)},
+        "warm_ms": {k: round(v, 2) for k, v in percentiles(warm).items()},
         "peak_rss_mb": round(statistics.median(r["peak_rss_mb"] for r in runs), 1),
         "torch_imported": any(r["torch"] for r in runs),
         "disk_mb": round(sum(f.stat().st_size for f in store.rglob("*") if f.is_file()) / 1e6, 1),
