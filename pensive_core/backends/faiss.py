@@ -101,6 +101,10 @@ def _one_thread(faiss: Any) -> Any:
 class _Space:
     """One namespace: an index, the id map, metadata and tombstones."""
 
+    #: Written whole at the next persist (see :meth:`FaissBackend.close`); a class default,
+    #: so spaces made without ``__init__`` (a load) have it too.
+    compact = False
+
     def __init__(self, owner: FaissBackend, kind: str) -> None:
         self.owner = owner
         self.kind = kind
@@ -565,10 +569,11 @@ class FaissBackend:
             adds = sum(len(ids) for op, ids, _, _ in sp.pending if op == "add")
             base_n = sp.base["count"] if sp.base is not None else 0
             written: dict[str, Any] = {}
-            if sp.base is not None and not sp.pending:
+            if sp.base is not None and not sp.pending and not sp.compact:
                 pass  # unchanged: its files stay as they are
             elif (
                 sp.base is not None
+                and not sp.compact
                 and sp.kind != "ivfpq"
                 and len(sp.logs) < _MAX_LOGS
                 and sp.logged + adds <= max(512, _LOG_SHARE * base_n)
@@ -576,6 +581,7 @@ class FaissBackend:
                 written = self._write_log(prefix, sp, adds)
             else:
                 written = self._write_base(prefix, sp)
+                sp.compact = False
             # known at once: a later space failing to write leaves these files on disk, and
             # the next persist names them again
             self._sums.update(written)
@@ -794,7 +800,14 @@ class FaissBackend:
         return out
 
     def close(self) -> None:
-        """Persist and release."""
+        """Persist and release. An HNSW index with logs is written whole first, so the next
+        process to open it replays nothing: adding the logged vectors to an HNSW graph was
+        most of a new reader's open at 10M tokens (1.24 s of 1.6 s)."""
+        if self.folder is not None:
+            for sp in self._spaces.values():
+                if sp.kind == "hnsw" and sp.logs and sp.base is not None:
+                    sp.compact = True
+                    self._dirty = True
         self.persist()
 
 

@@ -217,3 +217,31 @@ def test_a_store_reader_that_met_a_damaged_log_keeps_refusing_not_answering_with
             log.write_bytes(good)  # repaired: the reader follows again, dense included
             hit = r.query("zebra stripes savanna", k=3).hits[0]
             assert hit.doc_id == "new" and "dense" in hit.sources
+
+
+@pytest.mark.parametrize("kind", ["flat", "hnsw"])
+def test_closing_writes_an_hnsw_index_whole_so_the_next_open_replays_nothing(tmp_path, kind):
+    cfg = FaissConfig(index=kind)
+    b = FaissBackend(tmp_path, DIM, cfg)
+    _put(b, 0, 2000, 1)
+    b.persist()
+    base = _manifest(tmp_path)["spaces"][""]["index"]
+    for c in range(3):
+        _put(b, 2000 + 10 * c, 10, 10 + c)
+        b.persist()
+    want, graph = _answers(b), _graph(b)
+    b.close()
+    entry = _manifest(tmp_path)["spaces"][""]
+    if kind == "hnsw":  # adding logged vectors to a graph is slow: folded in at close
+        assert entry["logs"] == [] and entry["index"] != base
+    else:  # a flat index replays its logs in no time: left as they are
+        assert len(entry["logs"]) == 3 and entry["index"] == base
+    loaded = FaissBackend(tmp_path, DIM, cfg)
+    assert _answers(loaded) == want and _graph(loaded) == graph
+    assert loaded.count() == 2030
+    assert not any(
+        p.name.endswith(".index") and p.name != entry["index"] for p in tmp_path.iterdir()
+    )
+    before = _manifest(tmp_path)
+    loaded.close()  # nothing logged since it loaded: nothing written
+    assert _manifest(tmp_path) == before
