@@ -16,6 +16,7 @@ passage's agree as closely as two float32 runs of different batch shapes do.
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -41,9 +42,11 @@ _PROBES = (
 )
 
 
+@functools.cache
 def native_bfloat16(cpuinfo: str | Path = "/proc/cpuinfo") -> bool:
     """Whether this CPU multiplies bfloat16 natively (the ``amx_bf16`` or ``avx512_bf16``
-    flag in ``/proc/cpuinfo``); False where that file cannot be read (not Linux)."""
+    flag in ``/proc/cpuinfo``); False where that file cannot be read (not Linux). Read once
+    per file: a small ingest asks at every call until PyTorch is loaded."""
     try:
         with open(cpuinfo, encoding="utf-8", errors="replace") as f:
             for line in f:
