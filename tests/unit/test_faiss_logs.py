@@ -245,3 +245,22 @@ def test_closing_writes_an_hnsw_index_whole_so_the_next_open_replays_nothing(tmp
     before = _manifest(tmp_path)
     loaded.close()  # nothing logged since it loaded: nothing written
     assert _manifest(tmp_path) == before
+
+
+def test_a_full_disk_at_close_keeps_the_logged_index_and_close_succeeds(tmp_path, monkeypatch):
+    cfg = FaissConfig(index="hnsw")
+    b = FaissBackend(tmp_path, DIM, cfg)
+    _put(b, 0, 2000, 1)
+    b.persist()
+    _put(b, 2000, 10, 2)
+    b.persist()
+    before, want = _manifest(tmp_path), _answers(b)
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(FaissBackend, "_write_base", full)
+    b.close()  # folding the logs in is only a speed-up: nothing raised, nothing changed
+    assert _manifest(tmp_path) == before
+    monkeypatch.undo()
+    assert _answers(FaissBackend(tmp_path, DIM, cfg)) == want
