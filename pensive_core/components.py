@@ -18,6 +18,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,7 @@ from .temporal.statements import StatementExtractor
 from .temporal.store import TemporalTables
 from .tokenize import Tokenizer
 from .views import GraphViews, TemporalViews
+from .warm import Warmer
 
 __all__ = ["Components", "EmbedderSlot", "Plugins", "check_not_moved", "open_components"]
 
@@ -92,21 +94,30 @@ class EmbedderSlot:
     def __init__(self, comps: Components) -> None:
         self._comps = comps
         self.loaded: Embedder | None = None
+        #: The embedder a read-only store's warm-up is making (see :mod:`.warm`), or None.
+        self.pending: Future[Embedder] | None = None
+
+    def make(self) -> Embedder:
+        """A new embedder from ``[embedder]`` (behind the query cache when one is set)."""
+        cfg = self._comps.config.embedder
+        made = create_embedder(cfg)
+        return QueryCache(made, cfg.query_cache) if cfg.query_cache > 0 else made
 
     def get(self) -> Embedder:
         """The embedder, made from ``[embedder]`` if none is loaded yet."""
         if self.loaded is None:
+            warmed = None
+            pending, self.pending = self.pending, None
+            if pending is not None:  # made in the background: waited for, not made twice
+                with contextlib.suppress(Exception):  # (its failure: made again, raised here)
+                    warmed = pending.result()
             # under the store's lock: the first use saves the embedder's name and dimension
             # through the archive, whose one connection two threads must not write at once
             # (two ingests, or an ingest and a query, meeting a fresh handle: a shared
             # engine's ingest asks for the embedder ahead of that lock)
             with self._comps.lock:
                 if self.loaded is None:
-                    cfg = self._comps.config.embedder
-                    made = create_embedder(cfg)
-                    if cfg.query_cache > 0:
-                        made = QueryCache(made, cfg.query_cache)
-                    self.share(made, own=True)
+                    self.share(warmed if warmed is not None else self.make(), own=True)
         assert self.loaded is not None
         return self.loaded
 
@@ -167,6 +178,7 @@ class Components:
         words: Unstemmed tokenizer with the store's stopwords.
         graph_views: The loaded graph, once per commit (None when the graph is off).
         temporal_views: The loaded statements, once per commit (None when off).
+        warmer: A read-only store's warm-up for its first question (None when off).
         lock: Held by every read and write of the store's state.
         commit_no: The store's commit number as this process last saw it.
         data_version: The archive's data version as this process last saw it.
@@ -198,6 +210,7 @@ class Components:
     reranker: Reranker | None = None
     graph_views: GraphViews | None = None
     temporal_views: TemporalViews | None = None
+    warmer: Warmer | None = None
     lock: Any = field(default_factory=threading.RLock)
     commit_no: int = 0
     data_version: int = 0
@@ -322,6 +335,8 @@ class Components:
     def close(self) -> None:
         """Release what opening took (indexes were persisted by the caller's commit)."""
         self.closed = True
+        if self.warmer is not None:
+            self.warmer.stop()
         if self.l1 is not None:
             self.l1.close()
         self.storage.close()
@@ -457,14 +472,22 @@ def _open_parts(
         )
         if saved is not None:
             comps.check_structural(saved)
+        if read_only and cfg.router.warm:  # the query model loads while the indexes do
+            given = plugins.embedder if isinstance(plugins.embedder, Embedder) else None
+            comps.warmer = Warmer(comps, given)
         comps.commit_no = archive.commit_number()
         comps.data_version = archive.data_version()
-        comps.load_indexes()
         comps.extractor = make_extractor(cfg, plugins.extractor)
         comps.statements = make_statements(cfg, plugins.statements)
+        if not read_only:  # a writer may sync the graph and statements with the archive
+            comps.load_indexes()
         _open_graph(comps)
         if cfg.temporal.enabled:
             _open_temporal(comps)
+        if comps.warmer is not None:  # its views load beside the indexes
+            comps.warmer.ready()
+        if read_only:
+            comps.load_indexes()
         lc = cfg.graph.learning
         if comps.graph is not None and lc.enabled:
             knobs = LearningConfig(**lc.model_dump(exclude={"deterministic"}))
@@ -493,6 +516,8 @@ def _open_parts(
             archive.set_meta("config", saved_config(cfg))
         return comps
     except BaseException:
+        if comps is not None and comps.warmer is not None:
+            comps.warmer.stop()
         if comps is not None and comps.l1 is not None:
             comps.l1.close()
         storage.close()

@@ -303,6 +303,9 @@ class RouterConfig(_Section):
     l3_first_below: float = Field(0.7, ge=0, le=1)  # chosen in benchmarks/tune_router
     # ... and when the L2 confidence is below this (0: never for confidence alone)
     l3_below: float = Field(0.0, ge=0, le=1)
+    # a read-only store makes ready what its first question needs (the query model, the graph
+    # and statement views) in a background thread while it opens (benchmarks/first_query)
+    warm: bool = True
 
 
 #: Edge types of the entity graph (``pensive_core.graph.store`` builds one matrix per type).

@@ -395,6 +395,20 @@ class SentenceTransformerEmbedder:
                 return enc(text)
         return self._encode([text], self._threads)[0]
 
+    def warm_query(self) -> None:
+        """Make the query path ready where that loads no PyTorch (a verified export in the
+        cache): a read-only store does it in the background while it opens (``warm``)."""
+        if not self._onnx_tried and self._model is None:
+            with self._qlock:
+                if not self._onnx_tried and self._model is None:
+                    from .onnx_query import OnnxQueryEncoder
+
+                    found = OnnxQueryEncoder.cached(
+                        self._folder, self._threads, self.max_tokens + 2
+                    )
+                    if found is not None:
+                        self._onnx, self._onnx_tried = found, True
+
     def _query_encoder(self) -> Any:
         if not self._onnx_tried:
             with self._qlock:

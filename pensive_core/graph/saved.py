@@ -81,5 +81,4 @@ def load_view(path: Path) -> GraphView | None:
         return None
     n_types = n - n_chunks - n_entities
     kinds = ["chunk"] * n_chunks + ["entity"] * n_entities + ["type"] * n_types
-    adjacency = sum(edges.values(), sparse.csr_matrix((n, n), dtype=np.float32)).tocsr()
-    return GraphView(nodes, kinds, n_chunks, n_entities, adjacency, edges)
+    return GraphView(nodes, kinds, n_chunks, n_entities, edges)

@@ -27,6 +27,7 @@ import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Protocol
 
 import numpy as np
@@ -99,7 +100,6 @@ class GraphView:
         kinds: ``"chunk"``, ``"entity"`` or ``"type"`` per node.
         n_chunks: How many of the first nodes are passages.
         n_entities: How many entity nodes follow them.
-        adjacency: ``adjacency[i, j]`` is the weight of the edge ``i -> j`` (summed over types).
         edges: One matrix per edge type (``EDGE_TYPES``), same shape.
     """
 
@@ -107,8 +107,15 @@ class GraphView:
     kinds: list[str]
     n_chunks: int
     n_entities: int
-    adjacency: sparse.csr_matrix
     edges: dict[str, sparse.csr_matrix]
+
+    @cached_property
+    def adjacency(self) -> sparse.csr_matrix:
+        """``adjacency[i, j]`` is the weight of the edge ``i -> j`` summed over types (made
+        on first use: queries weigh the types, and summing them was a fifth of a new
+        process's first question at 10M tokens)."""
+        n = len(self.nodes)
+        return sum(self.edges.values(), sparse.csr_matrix((n, n), dtype=np.float32)).tocsr()
 
     def index(self) -> dict[str, int]:
         """Node name -> row."""
@@ -262,8 +269,7 @@ def build_view(
         mats[t] = sparse.csr_matrix((ws, (rows, cols)), shape=(n, n), dtype=np.float32)
     for m in mats.values():
         m.sum_duplicates()
-    adjacency = sum(mats.values(), sparse.csr_matrix((n, n), dtype=np.float32)).tocsr()
-    return GraphView(nodes, kinds, len(chunks), len(entities), adjacency, mats)
+    return GraphView(nodes, kinds, len(chunks), len(entities), mats)
 
 
 class GraphStore:
