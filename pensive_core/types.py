@@ -267,7 +267,10 @@ class IngestReport:
         llm_calls: Calls made to the context LLM (document summaries included).
         stages: Seconds spent in each stage of the pipeline (``chunking``, ``contexts``,
             ``embedding``, ``vectors``, ``bm25``, ``archive``, ``graph``, ``temporal``,
-            ``commit``), for profiling where ingest time goes.
+            ``commit``), for profiling where ingest time goes. Embedding runs in a thread
+            beside ``archive``, ``bm25``, ``graph`` and ``temporal``, so the stages add up
+            to more than ``seconds``; ``embedding_wait`` is how long the ingest then waited
+            for the vectors.
     """
 
     added: int = 0

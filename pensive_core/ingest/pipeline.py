@@ -13,6 +13,8 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +43,7 @@ STAGES = (
     "chunking",
     "contexts",
     "embedding",
+    "embedding_wait",
     "vectors",
     "bm25",
     "archive",
@@ -73,6 +76,10 @@ def _told(progress: Callable[[int, int], Any] | None, group: int) -> Callable[[i
 
 class IngestPipeline:
     """Ingest and delete, through the stages (see the module docstring)."""
+
+    #: Embed each batch in a thread beside the archive, BM25, graph and statement stages
+    #: (False: one after the other, the rung benchmarks/ingest_speed compares it with).
+    overlap_embedding = True
 
     def __init__(self, comps: Components, committer: Committer) -> None:
         self.comps = comps
@@ -488,28 +495,49 @@ class IngestPipeline:
                 counts.added += 1
             written.append((doc, p.doc_hash, p.chunks))
             changes.texts.append(doc.text)
-        if written:
-            # the archive first, marked pending, in one transaction: what fails after this is
-            # finished from the archive by recovery, and what fails in it reached no index
+        # the passages are embedded in a thread while the archive, BM25, the graph and the
+        # statements take them (none needs the vectors; PyTorch and onnxruntime leave the
+        # interpreter to this thread while they compute: benchmarks/ingest_speed)
+        texts = [join_context(contexts.get(c.id, ""), c.text) for c in to_embed]
+        overlap = bool(to_embed) and self.overlap_embedding
+        with ThreadPoolExecutor(1, "pensive-embed") if overlap else nullcontext() as pool:
+            if pool is None:
+                embedding: Future[tuple[np.ndarray, float]] | None = None
+                if to_embed:
+                    vectors, embed_s = self._timed_embed(embedder, texts, ahead)
+                    stages["embedding"] += embed_s
+            else:
+                embedding = pool.submit(self._timed_embed, embedder, texts, ahead)
+            if written:
+                # the archive first, marked pending, in one transaction: what fails after this
+                # is finished from the archive by recovery, and what fails in it reached no
+                # index
+                t = clock()
+                comps.archive.write(
+                    written, archive_only=archive_only, contexts=contexts, context_gen=gen_of
+                )
+                changes.written.update(d.id for d, _, _ in written)
+                self.committer.stuck.difference_update(changes.written)
+                stages["archive"] += clock() - t
             t = clock()
-            comps.archive.write(
-                written, archive_only=archive_only, contexts=contexts, context_gen=gen_of
-            )
-            changes.written.update(d.id for d, _, _ in written)
-            self.committer.stuck.difference_update(changes.written)
-            stages["archive"] += clock() - t
-        if to_embed:
-            texts = [join_context(contexts.get(c.id, ""), c.text) for c in to_embed]
-            t = clock()
-            vectors = self._embed(embedder, texts, ahead)
-            t, stages["embedding"] = clock(), stages["embedding"] + clock() - t
-            backend.upsert(
-                [c.id for c in to_embed], vectors, [meta_of[c.id] for c in to_embed], namespace=ns
-            )
-            t, stages["vectors"] = clock(), stages["vectors"] + clock() - t
             for c, text in zip(to_embed, texts):
                 comps.sparse.add(c.id, text)
             stages["bm25"] += clock() - t
+            if written:
+                graph_s, temporal_s = derive(comps, written, archive_only)
+                stages["graph"] += graph_s
+                stages["temporal"] += temporal_s
+            if embedding is not None:
+                t = clock()
+                vectors, embed_s = embedding.result()
+                stages["embedding"] += embed_s
+                stages["embedding_wait"] += clock() - t
+        if to_embed:
+            t = clock()
+            backend.upsert(
+                [c.id for c in to_embed], vectors, [meta_of[c.id] for c in to_embed], namespace=ns
+            )
+            stages["vectors"] += clock() - t
             counts.embedded += len(to_embed)
             changes.added.extend(c.id for c in to_embed)
             changes.vectors.append(np.asarray(vectors, dtype=np.float32))
@@ -527,12 +555,16 @@ class IngestPipeline:
             comps.sparse.delete(to_delete)
             counts.deleted += len(to_delete)
             changes.removed.extend(to_delete)
-        if written:
-            graph_s, temporal_s = derive(comps, written, archive_only)
-            stages["graph"] += graph_s
-            stages["temporal"] += temporal_s
         if written or to_delete:
             changes.changed = True
+
+    @classmethod
+    def _timed_embed(
+        cls, embedder: Any, texts: list[str], ahead: Ahead | None
+    ) -> tuple[np.ndarray, float]:
+        t = time.perf_counter()
+        vectors = cls._embed(embedder, texts, ahead)
+        return vectors, time.perf_counter() - t
 
     @staticmethod
     def _embed(embedder: Any, texts: list[str], ahead: Ahead | None) -> np.ndarray:
