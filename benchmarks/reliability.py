@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +41,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _serve(store: Path, port: int) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PENSIVE_API_KEYS": f"{KEY}=default"}
+def _serve(store: Path, port: int, cache_refresh: str) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "PENSIVE_API_KEYS": f"{KEY}=default",
+        "PENSIVE_SERVER__CACHE_REFRESH": cache_refresh,
+    }
     cmd = [
         sys.executable,
         "-m",
@@ -82,6 +87,7 @@ class _Load:
         self.tiers: dict[str, int] = {}
         self.errors: list[str] = []
         self.acked: list[Any] = []
+        self.splits: list[dict[str, float]] = []  # where each acknowledged ingest's time went
         self.lock = threading.Lock()
         self.seed = seed
 
@@ -114,6 +120,7 @@ class _Load:
                         self.lat[kind].append(ms)
                         if kind == "ingest":
                             self.acked.append(doc)
+                            self.splits.append(_split(r.json(), ms))
                         else:
                             tier = r.json()["tier"]
                             self.tiers[tier] = self.tiers.get(tier, 0) + 1
@@ -139,9 +146,36 @@ class _Load:
             "queries": summary(self.lat["query"]),
             "ingests": summary(self.lat["ingest"]),
             "tiers": dict(sorted(self.tiers.items())),
+            "ingest_split_ms": _split_summary(self.splits),
             "errors": len(self.errors),
             "error_examples": self.errors[:5],
         }
+
+
+def _split(body: dict[str, Any], ms: float) -> dict[str, float]:
+    """One acknowledged ingest's time, split: queued in the writer (job created to started),
+    its group's change (started to finished), of which its own report's ``seconds`` (the
+    change's start, its own batches, the commit) and stages; the rest of ``ms`` is HTTP and
+    the hand-over between processes."""
+    job, report = body["job"], body["result"] or {}
+    at = {k: datetime.fromisoformat(job[k]).timestamp() for k in ("created", "started", "finished")}
+    out = {
+        "total": ms,
+        "queued": (at["started"] - at["created"]) * 1000,
+        "change": (at["finished"] - at["started"]) * 1000,
+        "own": float(report.get("seconds", 0.0)) * 1000,
+    }
+    for stage, s in (report.get("stages") or {}).items():
+        out[f"stage_{stage}"] = float(s) * 1000
+    return out
+
+
+def _split_summary(splits: list[dict[str, float]]) -> dict[str, float]:
+    """The median of each part over the acknowledged ingests."""
+    if not splits:
+        return {}
+    keys = sorted({k for s in splits for k in s})
+    return {k: round(float(np.median([s.get(k, 0.0) for s in splits])), 1) for k in keys}
 
 
 def summary(ms: list[float]) -> dict[str, Any]:
@@ -190,6 +224,12 @@ def main() -> None:
     ap.add_argument("--baseline-seconds", type=float, default=20.0, help="queries-only phase")
     ap.add_argument("--ingest-share", type=float, default=0.10)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument(
+        "--cache-refresh",
+        choices=("commit", "idle", "off"),
+        default="commit",
+        help="[server] cache_refresh: when the writer answers again what a commit dropped",
+    )
     args = ap.parse_args()
     store = args.store or Path(".bench/reliability")
     docs, queries, _ = load(args.data)
@@ -214,7 +254,7 @@ def main() -> None:
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    proc = _serve(store, port)
+    proc = _serve(store, port, args.cache_refresh)
     try:
         wait_ready(url, proc)
         with httpx.Client(base_url=url, headers=AUTH, timeout=120) as http:  # warm the model
@@ -222,7 +262,11 @@ def main() -> None:
         baseline = _Load(url, claims, [], 0.0, args.seed).run(args.clients, args.baseline_seconds)
         print("queries only:", baseline)
         load_ = _Load(url, claims, fresh, args.ingest_share, args.seed + 1)
+        commit0 = httpx.get(f"{url}/v1/stats", headers=AUTH, timeout=60).json()["commit"]
         mixed = load_.run(args.clients, args.seconds)
+        mixed["commits"] = (
+            httpx.get(f"{url}/v1/stats", headers=AUTH, timeout=60).json()["commit"] - commit0
+        )
         print("mixed:", mixed)
         verified = _verify(url, load_.acked)
         print("verified:", verified)
@@ -244,6 +288,7 @@ def main() -> None:
             "seed": args.seed,
         },
         "config": "defaults (pensive serve, bundled MiniLM, FAISS, L1 on, graph and temporal on)",
+        "cache_refresh": args.cache_refresh,
         "clients": args.clients,
         "ingest_share": args.ingest_share,
         "baseline_queries_only": baseline,
@@ -274,7 +319,8 @@ def _markdown(r: dict[str, Any]) -> str:
             "",
             f"{r['clients']} concurrent clients on 127.0.0.1 against `pensive serve` (a subprocess; its "
             f"writer in a process of its own) over {r['data']['base_documents']} SciFact abstracts, "
-            "default configuration. Queries: SciFact claims (k = 10). Ingests: one held-out abstract "
+            f'default configuration (`[server] cache_refresh = "{r.get("cache_refresh", "commit")}"`). '
+            f"Commit {r['source'].get('commit', '?')}. Queries: SciFact claims (k = 10). Ingests: one held-out abstract "
             "each, waiting for its commit.",
             "",
             "| phase | request | n | p50 ms | p95 ms | p99 ms | all requests/s |",
@@ -285,12 +331,19 @@ def _markdown(r: dict[str, Any]) -> str:
             "",
             f"- Errors: **{b['errors'] + m['errors']}** (queries only {b['errors']}, mix {m['errors']}).",
             f"- Tiers that answered in the mix: {m['tiers']}.",
+            f"- Commits in the mix: {m.get('commits')} ({m.get('commits', 0) / m['seconds']:.1f}/s; "
+            "each moves every reader to the new commit at its next query).",
+            f"- Where an ingest's time went (median ms over the acknowledged ingests; `queued`: "
+            f"waiting in the writer for the change ahead, `change`: its own change (the groups "
+            f"before it in that change, its own batches, the commit), `own`: its report's "
+            f"seconds, `stage_*`: its report's stages): {m.get('ingest_split_ms')}.",
             f"- Acknowledged ingests: {v['acknowledged']}; fetched whole afterwards: {v['fetched_whole']}; "
             f"found by a query for their title (top 10): {v['found_by_title']}.",
             f"- Writer restarts: {r['writer_restarts']}.",
             "",
             "Reproduce: `python -m benchmarks.reliability --store .bench/reliability` "
-            f"(`--clients {r['clients']} --seconds {m['seconds']:.0f}`).",
+            f"(`--clients {r['clients']} --seconds {m['seconds']:.0f} "
+            f"--cache-refresh {r.get('cache_refresh', 'commit')}`).",
             "",
         ]
     )

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .archive import DocumentStore
 from .backends.base import VectorBackend
@@ -56,6 +56,9 @@ from .temporal.store import TemporalTables
 from .tokenize import Tokenizer
 from .views import GraphViews, TemporalViews
 from .warm import Warmer
+
+if TYPE_CHECKING:
+    from .ingest.invalidate import L1Invalidation
 
 __all__ = ["Components", "EmbedderSlot", "Plugins", "check_not_moved", "open_components"]
 
@@ -179,6 +182,8 @@ class Components:
         graph_views: The loaded graph, once per commit (None when the graph is off).
         temporal_views: The loaded statements, once per commit (None when off).
         warmer: A read-only store's warm-up for its first question (None when off).
+        invalidation: What a commit drops from L1 and answers again (a writer's; None on a
+            read-only store).
         lock: Held by every read and write of the store's state.
         commit_no: The store's commit number as this process last saw it.
         data_version: The archive's data version as this process last saw it.
@@ -211,6 +216,7 @@ class Components:
     graph_views: GraphViews | None = None
     temporal_views: TemporalViews | None = None
     warmer: Warmer | None = None
+    invalidation: L1Invalidation | None = None
     lock: Any = field(default_factory=threading.RLock)
     commit_no: int = 0
     data_version: int = 0

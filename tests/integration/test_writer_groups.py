@@ -127,3 +127,35 @@ def test_a_delete_queued_between_ingests_keeps_its_place(writer, tmp_path):
         assert r.get("d1").text == v3["text"]
         assert {"d2", "d3", "d4"} <= {r.get(i).id for i in ("d2", "d3", "d4")}
         assert r.query("ferry eleven", k=1).hits[0].text == v3["text"]
+
+
+def test_idle_cache_refresh_answers_the_dropped_questions_again_after_the_ingest(tmp_path):
+    """``[server] cache_refresh = "idle"``: the ingest is acknowledged at its commit, and the
+    cached answers it dropped come back (with the new document) once no write waits."""
+    import time
+
+    config = {**HASH_CONFIG, "server": {"cache_refresh": "idle"}}
+    w = Writer(tmp_path / "served", config)
+    w.start()
+    try:
+        base = [{"id": f"b{i}", "text": f"Harbour note {i}: the quay is busy."} for i in range(6)]
+        w.call("ingest", ns="default", documents=base).result(60)
+        question = "who keeps the tide tables of the old port?"
+        with Pensive(tmp_path / "served", config=config, read_only=True) as r:
+            assert r.query(question).tier == "L2"
+            assert r.query(question).tier == "L1"
+            doc = {"id": "tides", "text": "The tide tables of the old port are kept by pilots."}
+            assert w.call("ingest", ns="default", documents=[doc]).result(60)["added"] == 1
+            l1 = r.components.l1
+            deadline = time.time() + 30
+            while time.time() < deadline:
+                l1.sync()
+                if question in {e.text for e in l1.entries()}:
+                    break
+                time.sleep(0.05)
+            else:
+                pytest.fail("the dropped answer was not answered again")
+            res = r.query(question)  # not asked since the ingest: the writer stored it
+            assert res.tier == "L1" and "tides" in {h.doc_id for h in res.hits}
+    finally:
+        w.close()

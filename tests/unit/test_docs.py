@@ -60,7 +60,7 @@ def test_every_block_runs_or_says_why_not():
     # the count is pinned: a block added or dropped is seen here
     assert (len(run), len(skipped)) == (20, 30), (len(run), len(skipped))
     # Python blocks run, but for the template of a user's own test module (its package is theirs)
-    assert [where(b) for b in skipped if b.lang == "python"] == ["docs/configuration.md:265"]
+    assert [where(b) for b in skipped if b.lang == "python"] == ["docs/configuration.md:266"]
 
 
 def _pages_with_python() -> list[Path]:
