@@ -560,6 +560,9 @@ def _open_graph(comps: Components) -> None:
             archive.set_meta("graph_extractor", name)
             if not built or not comps.level("graph_synced"):
                 sync_graph(comps)
+            start_log = getattr(comps.graph, "start_log", None)
+            if start_log is not None:  # (the embedded engine's: readers follow its commits)
+                start_log(archive.commit_number())
 
 
 def _open_temporal(comps: Components) -> None:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .graph import ActivationConfig, GraphView, transition
+from .graph.incremental import update_view
 from .graph.saved import load_view, save_view, view_path
 from .temporal import TemporalView
 
@@ -22,6 +23,9 @@ __all__ = ["GraphState", "GraphViews", "TemporalViews"]
 log = logging.getLogger(__name__)
 
 GraphState = tuple[GraphView, Any, dict[str, int], ActivationConfig]
+#: Up to this many changed documents (or half the passages the view holds, if more) a view is
+#: brought forward from the last one loaded rather than built whole from the tables.
+_FORWARD_MOST = 2000
 
 
 class GraphViews:
@@ -55,7 +59,7 @@ class GraphViews:
         assert comps.graph is not None
         commit = comps.commit_no
         if self._state is None or self._state[0][0] != commit:
-            view = self._view()
+            view = self._forward(commit) or self._view()
             cfg = self.activation_config()
             self._state = ((commit, -1), view, None, view.index(), cfg)
         version, view, matrix, index, cfg = self._state
@@ -68,6 +72,32 @@ class GraphViews:
             matrix = transition(view, cfg, extra)
             self._state = ((commit, learned), view, matrix, index, cfg)
         return view, matrix, index, cfg
+
+    def _forward(self, commit: int) -> GraphView | None:
+        """The view loaded for an earlier commit brought up to ``commit`` by reading only the
+        documents the commits between changed (None: build it whole)."""
+        if self._state is None or self._state[0][0] > commit:
+            return None
+        graph = self._comps.graph
+        changed_since = getattr(graph, "changed_since", None)
+        if changed_since is None:
+            return None  # (an engine that keeps no log)
+        old = self._state[1]
+        changed = changed_since(self._state[0][0])
+        if changed is None or len(changed) > max(_FORWARD_MOST, old.n_chunks // 2):
+            return None  # not known, or so much changed that building it whole is cheaper
+        if not changed:
+            return old
+        chunks, mentions, subjects = graph.rows_of(changed)  # type: ignore[union-attr]
+        return update_view(
+            old,
+            changed,
+            chunks,
+            mentions,
+            subjects,
+            graph.kinds_of,  # type: ignore[union-attr]
+            self._comps.config.graph.max_pair_entities,
+        )
 
     def _saved_at(self) -> Path | None:
         """Where this commit's view is saved (None: the engine keeps no local files)."""

@@ -26,7 +26,7 @@ from .store import EDGE_TYPES, GraphView
 __all__ = ["load_view", "save_view", "view_path"]
 
 log = logging.getLogger(__name__)
-_FORMAT = 1
+_FORMAT = 2  # 2: each passage's document
 _PREFIX = "graph-view-"
 
 
@@ -43,6 +43,7 @@ def save_view(path: Path, view: GraphView) -> None:
     """
     arrays: dict[str, np.ndarray] = {
         "nodes": np.frombuffer(json.dumps(view.nodes).encode(), dtype=np.uint8),
+        "docs": np.frombuffer(json.dumps(list(view.docs)).encode(), dtype=np.uint8),
         "shape": np.array([view.n_chunks, view.n_entities, len(view.nodes)], dtype=np.int64),
     }
     for name in EDGE_TYPES:
@@ -68,8 +69,11 @@ def load_view(path: Path) -> GraphView | None:
         with np.load(path, allow_pickle=False) as z:
             nodes = json.loads(z["nodes"].tobytes())
             n_chunks, n_entities, n = (int(x) for x in z["shape"])
+            docs = json.loads(z["docs"].tobytes())
             if not isinstance(nodes, list) or len(nodes) != n:
                 raise ValueError("node list and shape disagree")
+            if not isinstance(docs, list) or len(docs) not in (0, n_chunks):
+                raise ValueError("document list and shape disagree")
             edges = {
                 name: sparse.csr_matrix(
                     (z[f"{name}.data"], z[f"{name}.indices"], z[f"{name}.indptr"]), shape=(n, n)
@@ -81,4 +85,4 @@ def load_view(path: Path) -> GraphView | None:
         return None
     n_types = n - n_chunks - n_entities
     kinds = ["chunk"] * n_chunks + ["entity"] * n_entities + ["type"] * n_types
-    return GraphView(nodes, kinds, n_chunks, n_entities, edges)
+    return GraphView(nodes, kinds, n_chunks, n_entities, edges, tuple(docs))

@@ -82,6 +82,21 @@ CREATE TABLE IF NOT EXISTS graph_subjects (
 """
 
 
+#: Which documents each commit changed in the graph, kept for the last LOG_KEEP commits, and
+#: the oldest commit whose view can be brought forward with it (a view of an earlier commit
+#: may hold changes nobody logged: a writer that died, a rebuild): readers that loaded the
+#: view of a commit read only the documents changed since (:mod:`.incremental`).
+_LOG_SCHEMA = """
+CREATE TABLE IF NOT EXISTS graph_log (
+    commit_no INTEGER NOT NULL,
+    doc_id TEXT NOT NULL,
+    PRIMARY KEY (commit_no, doc_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS graph_log_from (id INTEGER PRIMARY KEY CHECK (id = 1), since INTEGER);
+"""
+LOG_KEEP = 1000
+
+
 def subject_key(title: str | None) -> str:
     """The entity a document titled ``title`` is about: its normal form, without a trailing
     parenthesised qualifier (``"Lilu (mythology)"`` -> ``"lilu"``); "" for no title."""
@@ -101,6 +116,8 @@ class GraphView:
         n_chunks: How many of the first nodes are passages.
         n_entities: How many entity nodes follow them.
         edges: One matrix per edge type (``EDGE_TYPES``), same shape.
+        docs: The document of each passage node (empty when not known): what lets a later
+            commit's view be made from this one (:func:`~.incremental.update_view`).
     """
 
     nodes: list[str]
@@ -108,6 +125,7 @@ class GraphView:
     n_chunks: int
     n_entities: int
     edges: dict[str, sparse.csr_matrix]
+    docs: tuple[str, ...] = ()
 
     @cached_property
     def adjacency(self) -> sparse.csr_matrix:
@@ -269,7 +287,8 @@ def build_view(
         mats[t] = sparse.csr_matrix((ws, (rows, cols)), shape=(n, n), dtype=np.float32)
     for m in mats.values():
         m.sum_duplicates()
-    return GraphView(nodes, kinds, len(chunks), len(entities), mats)
+    docs_of = tuple(d for _, d, _ in chunks)
+    return GraphView(nodes, kinds, len(chunks), len(entities), mats, docs_of)
 
 
 class GraphStore:
@@ -293,6 +312,9 @@ class GraphStore:
         #: Keys of entities named by passages added or removed since the caller last cleared
         #: it (a rare one leads somewhere new from every passage naming it).
         self.touched_names: set[str] = set()
+        #: Documents whose part of the graph was written since the last :meth:`log_changes`.
+        self.changed_docs: set[str] = set()
+        self.logging = False  # (set by start_log: only a writer logs)
         if create:
             db.executescript(_SCHEMA)
 
@@ -300,7 +322,14 @@ class GraphStore:
     def drop(db: sqlite3.Connection) -> None:
         """Delete the graph's tables (to rebuild them from the archive)."""
         with write_transaction(db):
-            for table in ("graph_entities", "graph_chunks", "graph_mentions", "graph_subjects"):
+            for table in (
+                "graph_entities",
+                "graph_chunks",
+                "graph_mentions",
+                "graph_subjects",
+                "graph_log",
+                "graph_log_from",
+            ):
                 db.execute(f"DROP TABLE IF EXISTS {table}")
 
     # -- writing --------------------------------------------------------------------------
@@ -382,6 +411,7 @@ class GraphStore:
         return int(cur.lastrowid or 0)
 
     def _remove(self, doc_id: str) -> None:
+        self.changed_docs.add(doc_id)
         self.touched_subjects.update(
             r[0]
             for r in self.db.execute(
@@ -419,6 +449,93 @@ class GraphStore:
         )
         self.db.execute("DELETE FROM graph_subjects WHERE doc_id = ?", (doc_id,))
         self.db.execute("DELETE FROM graph_entities WHERE chunks <= 0")
+
+    # -- the change log ----------------------------------------------------------------------
+    def start_log(self, commit: int) -> None:
+        """A writer opening: views of ``commit`` or earlier are not brought forward with the
+        log (a writer before this one may have died with its changes unlogged)."""
+        self.db.executescript(_LOG_SCHEMA)
+        self.logging = True
+        with write_transaction(self.db):
+            self.db.execute("INSERT OR REPLACE INTO graph_log_from VALUES (1, ?)", (commit + 1,))
+
+    def log_changes(self, commit: int) -> None:
+        """Before ``commit`` is marked: log the documents written since the last call (a
+        reader at an earlier commit reads them again; logged early is harmless, since a
+        document read again that did not change gives the same view)."""
+        if not self.logging:  # (no writer started the log: it is not read)
+            self.changed_docs.clear()
+        if not self.changed_docs:
+            return
+        with write_transaction(self.db):
+            self.db.executemany(
+                "INSERT OR IGNORE INTO graph_log VALUES (?, ?)",
+                [(commit, d) for d in sorted(self.changed_docs)],
+            )
+            self.db.execute("DELETE FROM graph_log WHERE commit_no <= ?", (commit - LOG_KEEP,))
+            self.db.execute(
+                "UPDATE graph_log_from SET since = MAX(since, ?) WHERE id = 1",
+                (commit - LOG_KEEP + 1,),
+            )
+        self.changed_docs.clear()
+
+    def changed_since(self, commit: int) -> list[str] | None:
+        """Documents whose part of the graph changed after ``commit`` (None: not known, build
+        the view whole)."""
+        try:
+            row = self.db.execute("SELECT since FROM graph_log_from WHERE id = 1").fetchone()
+            if row is None or row[0] is None or commit < int(row[0]):
+                return None
+            return [
+                r[0]
+                for r in self.db.execute(
+                    "SELECT DISTINCT doc_id FROM graph_log WHERE commit_no > ?", (commit,)
+                )
+            ]
+        except sqlite3.OperationalError:  # no log (a store no writer of this release opened)
+            return None
+
+    def rows_of(
+        self, doc_ids: Sequence[str]
+    ) -> tuple[list[tuple[str, str, int]], list[tuple[str, str, str, int]], list[Any]]:
+        """The graph rows of these documents: ``(passage, document, ordinal)``, ``(passage,
+        entity key, kind, count)`` and ``(document, subject key, kind)``."""
+        chunks: list[Any] = []
+        mentions: list[Any] = []
+        subjects: list[Any] = []
+        for i in range(0, len(doc_ids), 500):
+            part = list(doc_ids[i : i + 500])
+            marks = ",".join("?" * len(part))
+            q = self.db.execute
+            chunks += q(
+                f"SELECT chunk_id, doc_id, ordinal FROM graph_chunks WHERE doc_id IN ({marks})",
+                part,
+            ).fetchall()
+            mentions += q(
+                "SELECT m.chunk_id, e.key, e.kind, m.count FROM graph_chunks c "
+                "JOIN graph_mentions m ON m.chunk_id = c.chunk_id "
+                f"JOIN graph_entities e ON e.id = m.entity_id WHERE c.doc_id IN ({marks})",
+                part,
+            ).fetchall()
+            subjects += q(
+                "SELECT s.doc_id, e.key, e.kind FROM graph_subjects s "
+                f"JOIN graph_entities e ON e.id = s.entity_id WHERE s.doc_id IN ({marks})",
+                part,
+            ).fetchall()
+        return chunks, mentions, subjects
+
+    def kinds_of(self, keys: Sequence[str]) -> dict[str, str]:
+        """The kind of each of ``keys`` the graph holds."""
+        out: dict[str, str] = {}
+        for i in range(0, len(keys), 500):
+            part = list(keys[i : i + 500])
+            out.update(
+                self.db.execute(
+                    f"SELECT key, kind FROM graph_entities WHERE key IN ({','.join('?' * len(part))})",
+                    part,
+                ).fetchall()
+            )
+        return out
 
     # -- reading --------------------------------------------------------------------------
     def documents(self) -> dict[str, set[str]]:

@@ -224,6 +224,9 @@ class Committer:
             comps.sparse.commit()
             if comps.learning is not None and changes.removed:
                 comps.learning.forget(changes.removed)
+            log_changes = getattr(comps.graph, "log_changes", None)
+            if log_changes is not None:  # which documents readers must read again
+                log_changes(comps.archive.commit_number() + 1)
             commit = comps.archive.mark_indexed(changes.changed, changes.written)
             self._committed = commit
             # the graph and statements were kept in step by this change: opening needs no scan

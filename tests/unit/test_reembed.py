@@ -85,6 +85,7 @@ def derived_tables(folder) -> dict[str, list]:
             r[0]
             for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
             if r[0] in ("chunks", "documents") or r[0].startswith(("graph_", "temporal_"))
+            if not r[0].startswith("graph_log")  # which commits changed what: not content
         ]
         return {n: sorted(map(repr, db.execute(f"SELECT * FROM {n}"))) for n in names}
     finally:
