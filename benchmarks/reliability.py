@@ -22,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -93,41 +94,83 @@ class _Load:
         self.seed = seed
 
     def client(self, n: int, until: float) -> None:
+        """A closed-loop client: its next request once the last one is answered."""
         rng = random.Random(self.seed * 1000 + n)
         with httpx.Client(base_url=self.url, headers=AUTH, timeout=120) as http:
             while time.perf_counter() < until:
-                doc = None
-                if rng.random() < self.ingest_share:
-                    with self.fresh_lock:
-                        doc = self.fresh.pop() if self.fresh else None
-                t = time.perf_counter()
-                try:
-                    if doc is not None:
-                        body = {
-                            "documents": [
-                                {"id": doc.id, "text": doc.text, "metadata": dict(doc.metadata)}
-                            ]
-                        }
-                        r = http.post("/v1/documents", json=body)
-                        kind = "ingest"
-                    else:
-                        r = http.post("/v1/query", json={"text": rng.choice(self.claims), "k": 10})
-                        kind = "query"
-                    ms = (time.perf_counter() - t) * 1000
-                    with self.lock:
-                        if r.status_code != 200:
-                            self.errors.append(f"{kind} {r.status_code} {r.text[:200]}")
-                            continue
-                        self.lat[kind].append(ms)
-                        if kind == "ingest":
-                            self.acked.append(doc)
-                            self.splits.append(_split(r.json(), ms))
-                        else:
-                            tier = r.json()["tier"]
-                            self.tiers[tier] = self.tiers.get(tier, 0) + 1
-                except httpx.HTTPError as exc:
-                    with self.lock:
-                        self.errors.append(f"{type(exc).__name__}: {exc}")
+                doc, text = self.pick(rng)
+                self.one(http, doc, text, time.perf_counter())
+
+    def pick(self, rng: random.Random) -> tuple[Any, str]:
+        """The next request: a held-out document to ingest (ingest_share of them, while any
+        is left), else None and a claim to ask."""
+        doc = None
+        if rng.random() < self.ingest_share:
+            with self.fresh_lock:
+                doc = self.fresh.pop() if self.fresh else None
+        return doc, rng.choice(self.claims)
+
+    def one(self, http: httpx.Client, doc: Any, text: str, t: float) -> None:
+        """One request, its time counted from ``t`` (when it was due) and recorded."""
+        try:
+            if doc is not None:
+                body = {
+                    "documents": [{"id": doc.id, "text": doc.text, "metadata": dict(doc.metadata)}]
+                }
+                r = http.post("/v1/documents", json=body)
+                kind = "ingest"
+            else:
+                r = http.post("/v1/query", json={"text": text, "k": 10})
+                kind = "query"
+            ms = (time.perf_counter() - t) * 1000
+            with self.lock:
+                if r.status_code != 200:
+                    self.errors.append(f"{kind} {r.status_code} {r.text[:200]}")
+                    return
+                self.lat[kind].append(ms)
+                if kind == "ingest":
+                    self.acked.append(doc)
+                    self.splits.append(_split(r.json(), ms))
+                else:
+                    tier = r.json()["tier"]
+                    self.tiers[tier] = self.tiers.get(tier, 0) + 1
+        except httpx.HTTPError as exc:
+            with self.lock:
+                self.errors.append(f"{type(exc).__name__}: {exc}")
+
+    def run_open(self, rate: float, seconds: float, workers: int = 64) -> dict[str, Any]:
+        """Open loop: requests arrive at ``rate`` per second (Poisson, seeded) whatever the
+        answers' pace, each timed from when it arrived (a wait for a free sender counts), so
+        two server settings meet the same offered load; a closed loop gives the one whose
+        ingests are quicker more queries at once."""
+        rng = random.Random(self.seed)
+        local = threading.local()
+        made: list[httpx.Client] = []
+
+        def sender(doc: Any, text: str, due: float) -> None:
+            http = getattr(local, "http", None)
+            if http is None:
+                http = local.http = httpx.Client(base_url=self.url, headers=AUTH, timeout=120)
+                with self.lock:
+                    made.append(http)
+            self.one(http, doc, text, due)
+
+        t0 = due = time.perf_counter()
+        with ThreadPoolExecutor(workers) as pool:
+            while True:
+                due += rng.expovariate(rate)
+                if due - t0 > seconds:
+                    break
+                wait = due - time.perf_counter()
+                if wait > 0:
+                    time.sleep(wait)
+                pool.submit(sender, *self.pick(rng), due)
+        wall = time.perf_counter() - t0
+        for http in made:
+            http.close()
+        out = self._summary(wall)
+        out["offered_rps"] = rate
+        return out
 
     def run(self, clients: int, seconds: float) -> dict[str, Any]:
         until = time.perf_counter() + seconds
@@ -138,9 +181,13 @@ class _Load:
         for t in threads:
             t.join()
         wall = time.perf_counter() - t0
+        out = self._summary(wall)
+        out["clients"] = clients
+        return out
+
+    def _summary(self, wall: float) -> dict[str, Any]:
         ops = sum(len(v) for v in self.lat.values())
         return {
-            "clients": clients,
             "seconds": round(wall, 2),
             "requests": ops + len(self.errors),
             "throughput_rps": round(ops / wall, 2),
@@ -231,6 +278,13 @@ def main() -> None:
         default="commit",
         help="[server] cache_refresh: when the writer answers again what a commit dropped",
     )
+    ap.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        help="requests/s arriving in the mixed phase (open loop); 0: --clients closed-loop clients",
+    )
+    ap.add_argument("--name", default="reliability", help="results file name (NAME.json/.md)")
     args = ap.parse_args()
     store = args.store or Path(".bench/reliability")
     docs, queries, _ = load(args.data)
@@ -272,7 +326,10 @@ def main() -> None:
         print("queries only:", baseline)
         load_ = _Load(url, claims, fresh, args.ingest_share, args.seed + 1)
         commit0 = httpx.get(f"{url}/v1/stats", headers=AUTH, timeout=60).json()["commit"]
-        mixed = load_.run(args.clients, args.seconds)
+        if args.rate > 0:
+            mixed = load_.run_open(args.rate, args.seconds)
+        else:
+            mixed = load_.run(args.clients, args.seconds)
         mixed["commits"] = (
             httpx.get(f"{url}/v1/stats", headers=AUTH, timeout=60).json()["commit"] - commit0
         )
@@ -299,6 +356,8 @@ def main() -> None:
         "config": "defaults (pensive serve, bundled MiniLM, FAISS, L1 on, graph and temporal on)",
         "cache_refresh": args.cache_refresh,
         "clients": args.clients,
+        "offered_rps": args.rate or None,
+        "name": args.name,
         "ingest_share": args.ingest_share,
         "baseline_queries_only": baseline,
         "mixed": mixed,
@@ -308,7 +367,7 @@ def main() -> None:
         "environment": environment(),
         "source": source_state(),
     }
-    write_results("reliability", args.out, payload, _markdown(payload))
+    write_results(args.name, args.out, payload, _markdown(payload))
 
 
 def _markdown(r: dict[str, Any]) -> str:
@@ -326,7 +385,14 @@ def _markdown(r: dict[str, Any]) -> str:
         [
             "# Reliability: the HTTP service under load",
             "",
-            f"{r['clients']} concurrent clients on 127.0.0.1 against `pensive serve` (a subprocess; its "
+            (
+                f"Requests arriving at {r['offered_rps']}/s in the mix (open loop, Poisson; each "
+                "timed from its arrival), "
+                f"{r['clients']} closed-loop clients in the queries-only phase,"
+                if r.get("offered_rps")
+                else f"{r['clients']} concurrent clients"
+            )
+            + " on 127.0.0.1 against `pensive serve` (a subprocess; its "
             f"writer in a process of its own) over {r['data']['base_documents']} SciFact abstracts, "
             f'default configuration (`[server] cache_refresh = "{r.get("cache_refresh", "commit")}"`). '
             f"Commit {r['source'].get('commit', '?')}. Queries: SciFact claims (k = 10). Ingests: one held-out abstract "
@@ -352,7 +418,13 @@ def _markdown(r: dict[str, Any]) -> str:
             "",
             "Reproduce: `python -m benchmarks.reliability --store .bench/reliability` "
             f"(`--clients {r['clients']} --seconds {m['seconds']:.0f} "
-            f"--cache-refresh {r.get('cache_refresh', 'commit')}`).",
+            f"--cache-refresh {r.get('cache_refresh', 'commit')}"
+            + (
+                f" --rate {r['offered_rps']:g} --name {r.get('name', 'reliability')}"
+                if r.get("offered_rps")
+                else ""
+            )
+            + "`).",
             "",
         ]
     )

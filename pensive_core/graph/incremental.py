@@ -48,13 +48,22 @@ def _renumber(m: sparse.csr_matrix, to_new: np.ndarray, n: int) -> sparse.csr_ma
     """``m`` with row and column ``i`` moved to ``to_new[i]`` (-1: dropped) and its zero
     entries dropped; ``to_new`` keeps the order of what it keeps, so the result is sorted
     as it is built."""
-    rows = np.repeat(to_new[: m.shape[0]], np.diff(m.indptr))
+    per = np.diff(m.indptr)
     cols = to_new[m.indices]
-    ok = (rows >= 0) & (cols >= 0) & (m.data > 0)
     indptr = np.zeros(n + 1, dtype=np.int64)
+    live = per > 0
+    at = to_new[: m.shape[0]][live]
+    if (at >= 0).all() and (cols >= 0).all() and (m.data > 0).all():
+        # nothing of it dropped (a change that only added): rows move whole, in order
+        np.cumsum(np.bincount(at, weights=per[live], minlength=n).astype(np.int64), out=indptr[1:])
+        out = sparse.csr_matrix((m.data, cols, indptr), shape=(n, n))
+        out.has_canonical_format = True  # (sorted, one entry per place: never checked again)
+        return out
+    rows = np.repeat(to_new[: m.shape[0]], per)
+    ok = (rows >= 0) & (cols >= 0) & (m.data > 0)
     np.cumsum(np.bincount(rows[ok], minlength=n), out=indptr[1:])
     out = sparse.csr_matrix((m.data[ok], cols[ok], indptr), shape=(n, n))
-    out.has_sorted_indices = True
+    out.has_canonical_format = True
     return out
 
 
@@ -204,7 +213,7 @@ def update_view(
     for t in EDGE_TYPES:
         if t not in _KIND_EDGES:
             m = view.edges[t].tocsr()
-            if t == "co_occurs":  # less the pairs of the passages that went
+            if t == "co_occurs" and co_gone.nnz:  # less the pairs of the passages that went
                 m = m - co_gone
             kept_part[t] = _renumber(m, to_new, n)
     e_nodes = np.arange(new_nc, new_nc + new_ne, dtype=np.int64)
