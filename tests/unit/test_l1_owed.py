@@ -124,7 +124,7 @@ def test_the_setting_is_checked():
     from pensive_core.config import load_config
     from pensive_core.errors import ConfigError
 
-    assert load_config({}).server.cache_refresh == "commit"
+    assert load_config({}).server.cache_refresh == "idle"
     for mode in ("commit", "idle", "off"):
         assert load_config({"server": {"cache_refresh": mode}}).server.cache_refresh == mode
     with pytest.raises(ConfigError):
