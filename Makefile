@@ -66,6 +66,9 @@ bench: bench-setup
 	$(BIN)/python -m benchmarks.memory --store $(BENCH)/memory
 	$(BIN)/python -m benchmarks.prompt_strategies --store $(BENCH)/memory
 	$(BIN)/python -m benchmarks.reliability --store $(BENCH)/reliability
+	$(BIN)/python -m benchmarks.reliability --store $(BENCH)/reliability --cache-refresh commit --name reliability_commit
+	$(BIN)/python -m benchmarks.reliability --store $(BENCH)/reliability --rate 40 --cache-refresh idle --name reliability_open_idle
+	$(BIN)/python -m benchmarks.reliability --store $(BENCH)/reliability --rate 40 --cache-refresh commit --name reliability_open_commit
 	$(BIN)/python -m benchmarks.postgres_engine --store $(BENCH)/postgres_engine --base-store $(BENCH)/scifact
 	$(BIN)/python -m benchmarks.replicas --store $(BENCH)/replicas
 	$(BIN)/python -m benchmarks.postgres_parity --store $(BENCH)/parity
@@ -81,7 +84,7 @@ bench: bench-setup
 	$(BIN)/python -m benchmarks.first_query --store $(BENCH)/niah/1M
 	$(BIN)/python -m benchmarks.growth_tokens --store $(BENCH)/niah
 	$(BIN)/python -m benchmarks.ingest_speed --limit 400 --rounds 2
-	$(BIN)/python -m benchmarks.commit_cost --compare 49c921f
+	$(BIN)/python -m benchmarks.commit_cost --compare e82caeb
 
 lint: $(STAMP)
 	$(BIN)/ruff check pensive_core pensive_llamaindex pensive_langchain tests benchmarks

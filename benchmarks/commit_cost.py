@@ -7,7 +7,7 @@ not open under older code): the working tree, and with ``--compare REV`` that co
 checked out in a temporary git worktree. Runs alternate between the versions, ``--rounds``
 times, and every figure is a median over rounds of the per-round medians.
 
-    python -m benchmarks.commit_cost --compare 49c921f
+    python -m benchmarks.commit_cost --compare e82caeb
 
 The embedder defaults to the model-free ``hash`` one: a commit's cost does not depend on how
 its vectors were made, and the build of the store stays short (``--embedder minilm`` for the

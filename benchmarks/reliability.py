@@ -279,8 +279,9 @@ def main() -> None:
     ap.add_argument(
         "--cache-refresh",
         choices=("commit", "idle", "off"),
-        default="commit",
-        help="[server] cache_refresh: when the writer answers again what a commit dropped",
+        default=None,
+        help="[server] cache_refresh: when the writer answers again what a commit dropped "
+        "(default: the server's default)",
     )
     ap.add_argument(
         "--rate",
@@ -298,6 +299,7 @@ def main() -> None:
     claims = list(queries.values())
 
     from pensive_core import Pensive
+    from pensive_core.config import load_config
 
     t = time.perf_counter()
     # the base store only ever holds the base documents; each run serves a fresh copy of it,
@@ -321,7 +323,10 @@ def main() -> None:
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    proc = _serve(store, port, args.cache_refresh)
+    # the setting a new store gets unless one is given: a store keeps the config it was built
+    # with, and the base store may be older than the current default
+    refresh = args.cache_refresh or load_config({}).server.cache_refresh
+    proc = _serve(store, port, refresh)
     try:
         wait_ready(url, proc)
         with httpx.Client(base_url=url, headers=AUTH, timeout=120) as http:  # warm the model
@@ -358,7 +363,8 @@ def main() -> None:
             "seed": args.seed,
         },
         "config": "defaults (pensive serve, bundled MiniLM, FAISS, L1 on, graph and temporal on)",
-        "cache_refresh": args.cache_refresh,
+        "cache_refresh": refresh,
+        "cache_refresh_given": args.cache_refresh is not None,
         "clients": args.clients,
         "offered_rps": args.rate or None,
         "name": args.name,
@@ -398,7 +404,14 @@ def _markdown(r: dict[str, Any]) -> str:
             )
             + " on 127.0.0.1 against `pensive serve` (a subprocess; its "
             f"writer in a process of its own) over {r['data']['base_documents']} SciFact abstracts, "
-            f'default configuration (`[server] cache_refresh = "{r.get("cache_refresh", "commit")}"`). '
+            + (
+                "default configuration but "
+                if r.get("cache_refresh_given", True)
+                else "default configuration ("
+            )
+            + f'`[server] cache_refresh = "{r.get("cache_refresh", "commit")}"`'
+            + ("" if r.get("cache_refresh_given", True) else ")")
+            + ". "
             f"Commit {r['source'].get('commit', '?')}. Queries: SciFact claims (k = 10). Ingests: one held-out abstract "
             "each, waiting for its commit.",
             "",
@@ -410,6 +423,14 @@ def _markdown(r: dict[str, Any]) -> str:
             "",
             f"- Errors: **{b['errors'] + m['errors']}** (queries only {b['errors']}, mix {m['errors']}).",
             f"- Tiers that answered in the mix: {m['tiers']}.",
+            (
+                "- A query's time inside the engine in the mix (its catch-up to the last commit "
+                "included; the rest is HTTP and the wait for the namespace's reader): p50 "
+                f"{m['queries_in_engine']['p50_ms']}, p95 {m['queries_in_engine']['p95_ms']}, "
+                f"p99 {m['queries_in_engine']['p99_ms']}, max {m['queries_in_engine']['max_ms']} ms."
+                if m.get("queries_in_engine", {}).get("n")
+                else "- (A query's time inside the engine was not recorded.)"
+            ),
             f"- Commits in the mix: {m.get('commits')} ({m.get('commits', 0) / m['seconds']:.1f}/s; "
             "each moves every reader to the new commit at its next query).",
             f"- Where an ingest's time went (median ms over the acknowledged ingests; `queued`: "
