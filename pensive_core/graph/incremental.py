@@ -20,28 +20,16 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
 
 import numpy as np
 from scipy import sparse
 
-from .store import EDGE_TYPES, GraphView
+from .store import EDGE_TYPES, EdgeParts, GraphView, pair_counts
 
 __all__ = ["update_view"]
 
 #: Edge types rebuilt from the entity kinds rather than carried over.
 _KIND_EDGES = ("is_a", "has_member")
-
-
-def _pairs(inc: sparse.csr_matrix, max_pair_entities: int) -> sparse.coo_matrix:
-    """Co-occurrence counts of the passages (rows) of a binary incidence matrix: one per
-    passage naming 2..``max_pair_entities`` entities, summed per pair, diagonal removed."""
-    per = np.diff(inc.indptr)
-    keep = (per > 1) & (per <= max_pair_entities)
-    inc = sparse.diags(keep.astype(np.float32)) @ inc
-    co = (inc.T @ inc).tocoo()
-    off = (co.row != co.col) & (co.data != 0)
-    return sparse.coo_matrix((co.data[off], (co.row[off], co.col[off])), shape=inc.shape[1:] * 2)
 
 
 def _renumber(m: sparse.csr_matrix, to_new: np.ndarray, n: int) -> sparse.csr_matrix:
@@ -123,9 +111,7 @@ def update_view(
     )
     touched = touched[(touched >= nc) & (touched < nc + ne)]
     if len(gone):
-        inc = old_m[gone].astype(np.float32)
-        inc.data[:] = 1.0
-        co_gone = _pairs(inc, max_pair_entities).tocsr()
+        co_gone = pair_counts(old_m[gone], max_pair_entities).tocsr()
     else:
         co_gone = sparse.csr_matrix((n_old, n_old), dtype=np.float32)
 
@@ -200,13 +186,7 @@ def update_view(
         if key not in e_row:  # an entity the view had that the changed parts name
             e_row[key] = int(to_new[old_entity(key)])
 
-    parts: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {t: [] for t in EDGE_TYPES}
-
-    def edges(kind: str, rows: Any, cols: Any, ws: Any = None) -> None:
-        r = np.asarray(rows, dtype=np.int64)
-        c = np.asarray(cols, dtype=np.int64)
-        w = np.ones(len(r), np.float32) if ws is None else np.asarray(ws, dtype=np.float32)
-        parts[kind].append((r, c, w))
+    edges = EdgeParts()
 
     # what stays, renumbered (kept nodes keep their order, so rows stay sorted: no re-sort)
     kept_part: dict[str, sparse.csr_matrix] = {}
@@ -218,51 +198,21 @@ def update_view(
             kept_part[t] = _renumber(m, to_new, n)
     e_nodes = np.arange(new_nc, new_nc + new_ne, dtype=np.int64)
     t_nodes = type_at[new_kind]
-    edges("is_a", e_nodes, t_nodes)
-    edges("has_member", t_nodes, e_nodes)
+    edges.add("is_a", e_nodes, t_nodes)
+    edges.add("has_member", t_nodes, e_nodes)
 
     # the changed documents' parts as the tables hold them now
     m_c = np.fromiter((c_row[c] for c, _, _, _ in mentions if c in c_row), np.int64)
     m_e = np.fromiter((e_row[k] for c, k, _, _ in mentions if c in c_row), np.int64)
     m_w = np.fromiter((w for c, _, _, w in mentions if c in c_row), np.float32)
-    edges("mentions", m_c, m_e, m_w)
-    edges("mentioned_in", m_e, m_c, m_w)
-    docs: dict[str, list[tuple[int, int]]] = {}
-    for cid, did, ordinal in new_chunks:
-        docs.setdefault(did, []).append((ordinal, c_row[cid]))
-    a_list: list[int] = []
-    b_list: list[int] = []
-    for seq in docs.values():
-        seq.sort()
-        a_list += [x for _, x in seq[:-1]]
-        b_list += [x for _, x in seq[1:]]
-    edges("next", a_list, b_list)
-    edges("prev", b_list, a_list)
-    s_e: list[int] = []
-    s_c: list[int] = []
-    for did, key, _ in subjects:
-        of_doc = [c for _, c in docs.get(did, ())]
-        s_e += [e_row[key]] * len(of_doc)
-        s_c += of_doc
-    edges("about", s_e, s_c)
-    edges("subject", s_c, s_e)
-    if len(m_c):
-        inc_new = sparse.csr_matrix((np.ones(len(m_c), np.float32), (m_c, m_e)), shape=(n, n))
-        inc_new.data[:] = 1.0
-        co = _pairs(inc_new, max_pair_entities)
-        edges("co_occurs", co.row, co.col, co.data)
-
-    mats = {}
-    for t in EDGE_TYPES:
-        got = parts[t]
-        rows = np.concatenate([g[0] for g in got]) if got else np.zeros(0, np.int64)
-        cols = np.concatenate([g[1] for g in got]) if got else np.zeros(0, np.int64)
-        ws = np.concatenate([g[2] for g in got]) if got else np.zeros(0, np.float32)
-        m = sparse.csr_matrix((ws, (rows, cols)), shape=(n, n), dtype=np.float32)
-        if t in kept_part:
-            m = kept_part[t] + m if m.nnz else kept_part[t]
-        m.sum_duplicates()
-        mats[t] = m
+    edges.add("mentions", m_c, m_e, m_w)
+    edges.add("mentioned_in", m_e, m_c, m_w)
+    docs = edges.chains(new_chunks, c_row)
+    edges.about((e_row[key], docs.get(did, [])) for did, key, _ in subjects)
+    edges.co_occurs(m_c, m_e, n, max_pair_entities)
+    mats = edges.matrices(n)
+    for t, kept in kept_part.items():
+        mats[t] = kept + mats[t] if mats[t].nnz else kept
     kinds = ["chunk"] * new_nc + ["entity"] * new_ne + ["type"] * len(types)
     doc_of = np.empty(new_nc, dtype=object)
     doc_of[c_kept_at] = np.array(view.docs, dtype=object)[kept_c]

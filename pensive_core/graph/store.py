@@ -40,11 +40,13 @@ from .extract import EntityExtractor, merge_aliases, normalize_entity
 __all__ = [
     "EDGE_TYPES",
     "SCHEMA_VERSION",
+    "EdgeParts",
     "DocumentPlan",
     "GraphStore",
     "GraphTables",
     "GraphView",
     "build_view",
+    "pair_counts",
     "plan_document",
     "subject_key",
 ]
@@ -191,6 +193,91 @@ def plan_document(
     return plan
 
 
+class EdgeParts:
+    """Edges gathered per type as arrays, then made into one matrix per type: how a view is
+    built whole (:func:`build_view`) and how the changed documents' part of a view brought
+    forward is (:func:`~.incremental.update_view`). Arrays, not edge by edge: readers make
+    views after every commit of the writer, and per-edge Python calls made a view of 1,000
+    abstracts take half a second."""
+
+    def __init__(self) -> None:
+        self.parts: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {
+            t: [] for t in EDGE_TYPES
+        }
+
+    def add(self, kind: str, rows: Any, cols: Any, ws: Any = None) -> None:
+        """Edges ``rows[i] -> cols[i]`` of type ``kind`` (weight 1 unless ``ws``)."""
+        r = np.asarray(rows, dtype=np.int64)
+        c = np.asarray(cols, dtype=np.int64)
+        w = np.ones(len(r), np.float32) if ws is None else np.asarray(ws, dtype=np.float32)
+        self.parts[kind].append((r, c, w))
+
+    def chains(
+        self, chunks: Iterable[tuple[str, str, int]], row: dict[str, int]
+    ) -> dict[str, list[int]]:
+        """``next``/``prev`` along each document's passages in ordinal order; returns each
+        document's passage rows."""
+        docs: dict[str, list[tuple[int, int]]] = {}
+        for cid, did, ordinal in chunks:
+            docs.setdefault(did, []).append((ordinal, row[cid]))
+        a_list: list[int] = []
+        b_list: list[int] = []
+        for seq in docs.values():
+            seq.sort()
+            a_list += [x for _, x in seq[:-1]]
+            b_list += [x for _, x in seq[1:]]
+        self.add("next", a_list, b_list)
+        self.add("prev", b_list, a_list)
+        return {did: [c for _, c in seq] for did, seq in docs.items()}
+
+    def about(self, pairs: Iterable[tuple[int, list[int]]]) -> None:
+        """``about`` from each subject entity row to its document's passage rows, and
+        ``subject`` back."""
+        s_e: list[int] = []
+        s_c: list[int] = []
+        for e, of_doc in pairs:
+            s_e += [e] * len(of_doc)
+            s_c += of_doc
+        self.add("about", s_e, s_c)
+        self.add("subject", s_c, s_e)
+
+    def co_occurs(self, m_c: np.ndarray, m_e: np.ndarray, n: int, max_pair_entities: int) -> None:
+        """Entity pairs of every passage (mention rows ``m_c`` -> ``m_e``) naming
+        2..``max_pair_entities`` entities, one per passage, summed per pair."""
+        if len(m_c):
+            inc = sparse.csr_matrix((np.ones(len(m_c), np.float32), (m_c, m_e)), shape=(n, n))
+            co = pair_counts(inc, max_pair_entities)
+            self.add("co_occurs", co.row, co.col, co.data)
+
+    def matrices(self, n: int) -> dict[str, sparse.csr_matrix]:
+        """One ``n`` x ``n`` matrix per edge type, duplicates summed."""
+        mats = {}
+        for t in EDGE_TYPES:
+            got = self.parts[t]
+            rows = np.concatenate([g[0] for g in got]) if got else np.zeros(0, np.int64)
+            cols = np.concatenate([g[1] for g in got]) if got else np.zeros(0, np.int64)
+            ws = np.concatenate([g[2] for g in got]) if got else np.zeros(0, np.float32)
+            m = sparse.csr_matrix((ws, (rows, cols)), shape=(n, n), dtype=np.float32)
+            m.sum_duplicates()
+            mats[t] = m
+        return mats
+
+
+def pair_counts(inc: sparse.csr_matrix, max_pair_entities: int) -> sparse.coo_matrix:
+    """Co-occurrence counts of the passages (rows) of an incidence matrix: one per passage
+    naming 2..``max_pair_entities`` entities (however often it names them), summed per pair,
+    diagonal removed (the incidence matrix's Gram)."""
+    inc = inc.tocsr().astype(np.float32)
+    inc.data[:] = 1.0
+    per = np.diff(inc.indptr)
+    keep = (per > 1) & (per <= max_pair_entities)
+    inc = sparse.diags(keep.astype(np.float32)) @ inc
+    co = (inc.T @ inc).tocoo()
+    off = (co.row != co.col) & (co.data != 0)
+    n = inc.shape[1]
+    return sparse.coo_matrix((co.data[off], (co.row[off], co.col[off])), shape=(n, n))
+
+
 def build_view(
     chunks: Iterable[tuple[str, str, int]],
     entities: Iterable[tuple[Any, str, str]],
@@ -225,68 +312,24 @@ def build_view(
     e_row = {eid: len(chunks) + i for i, (eid, _, _) in enumerate(entities)}
     t_row = {t: len(chunks) + len(entities) + i for i, t in enumerate(types)}
     n = len(nodes)
-    # built as arrays, not edge by edge: readers rebuild this view after every commit of
-    # the writer, and per-edge Python calls made that half a second at 1,000 abstracts
-    parts: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {t: [] for t in EDGE_TYPES}
-
-    def edges(kind: str, rows: Any, cols: Any, ws: Any = None) -> None:
-        r = np.asarray(rows, dtype=np.int64)
-        c = np.asarray(cols, dtype=np.int64)
-        w = np.ones(len(r), np.float32) if ws is None else np.asarray(ws, dtype=np.float32)
-        parts[kind].append((r, c, w))
-
+    edges = EdgeParts()
     found = [(c_row.get(cid), e_row.get(eid), count) for cid, eid, count in mentions]
     found = [f for f in found if f[0] is not None and f[1] is not None]
     m_c = np.fromiter((f[0] for f in found), np.int64, len(found))
     m_e = np.fromiter((f[1] for f in found), np.int64, len(found))
     m_w = np.fromiter((f[2] for f in found), np.float32, len(found))
-    edges("mentions", m_c, m_e, m_w)
-    edges("mentioned_in", m_e, m_c, m_w)
+    edges.add("mentions", m_c, m_e, m_w)
+    edges.add("mentioned_in", m_e, m_c, m_w)
     e_nodes = np.fromiter((e_row[eid] for eid, _, _ in entities), np.int64, len(entities))
     t_nodes = np.fromiter((t_row[kind] for _, _, kind in entities), np.int64, len(entities))
-    edges("is_a", e_nodes, t_nodes)
-    edges("has_member", t_nodes, e_nodes)
-    docs: dict[str, list[tuple[int, int]]] = {}
-    for cid, did, ordinal in chunks:
-        docs.setdefault(did, []).append((ordinal, c_row[cid]))
-    a_list: list[int] = []
-    b_list: list[int] = []
-    for seq in docs.values():
-        seq.sort()
-        a_list += [x for _, x in seq[:-1]]
-        b_list += [x for _, x in seq[1:]]
-    edges("next", a_list, b_list)
-    edges("prev", b_list, a_list)
-    s_e: list[int] = []
-    s_c: list[int] = []
-    for did, eid in subjects:
-        e = e_row.get(eid)
-        if e is not None:
-            of_doc = [c for _, c in docs.get(did, ())]
-            s_e += [e] * len(of_doc)
-            s_c += of_doc
-    edges("about", s_e, s_c)
-    edges("subject", s_c, s_e)
-    # co-occurrence: entity pairs of every passage naming 2..max_pair_entities entities,
-    # one per passage, summed per pair (the incidence matrix's Gram, diagonal removed)
-    per_chunk = np.bincount(m_c, minlength=n) if len(m_c) else np.zeros(n, np.int64)
-    keep = (per_chunk[m_c] > 1) & (per_chunk[m_c] <= max_pair_entities)
-    inc = sparse.csr_matrix(
-        (np.ones(int(keep.sum()), np.float32), (m_c[keep], m_e[keep])), shape=(n, n)
+    edges.add("is_a", e_nodes, t_nodes)
+    edges.add("has_member", t_nodes, e_nodes)
+    docs = edges.chains(chunks, c_row)
+    edges.about(
+        (e_row[eid], docs.get(did, [])) for did, eid in subjects if e_row.get(eid) is not None
     )
-    inc.data[:] = 1.0  # one passage counts once per pair, however often it names them
-    co = (inc.T @ inc).tocoo()
-    off = co.row != co.col
-    edges("co_occurs", co.row[off], co.col[off], co.data[off])
-    mats = {}
-    for t in EDGE_TYPES:
-        got = parts[t]
-        rows = np.concatenate([g[0] for g in got]) if got else np.zeros(0, np.int64)
-        cols = np.concatenate([g[1] for g in got]) if got else np.zeros(0, np.int64)
-        ws = np.concatenate([g[2] for g in got]) if got else np.zeros(0, np.float32)
-        mats[t] = sparse.csr_matrix((ws, (rows, cols)), shape=(n, n), dtype=np.float32)
-    for m in mats.values():
-        m.sum_duplicates()
+    edges.co_occurs(m_c, m_e, n, max_pair_entities)
+    mats = edges.matrices(n)
     docs_of = tuple(d for _, d, _ in chunks)
     return GraphView(nodes, kinds, len(chunks), len(entities), mats, docs_of)
 
