@@ -83,21 +83,22 @@ class GraphViews:
         if changed_since is None:
             return None  # (an engine that keeps no log)
         old = self._state[1]
-        changed = changed_since(self._state[0][0])
-        if changed is None or len(changed) > max(_FORWARD_MOST, old.n_chunks // 2):
-            return None  # not known, or so much changed that building it whole is cheaper
-        if not changed:
-            return old
-        chunks, mentions, subjects = graph.rows_of(changed)  # type: ignore[union-attr]
-        return update_view(
-            old,
-            changed,
-            chunks,
-            mentions,
-            subjects,
-            graph.kinds_of,  # type: ignore[union-attr]
-            self._comps.config.graph.max_pair_entities,
-        )
+        with graph.snapshot():  # type: ignore[union-attr]  # (the log and its rows at once)
+            changed = changed_since(self._state[0][0], commit)
+            if changed is None or len(changed) > max(_FORWARD_MOST, old.n_chunks // 2):
+                return None  # not known, or so much changed that building it whole is cheaper
+            if not changed:
+                return old
+            chunks, mentions, subjects = graph.rows_of(changed)  # type: ignore[union-attr]
+            return update_view(
+                old,
+                changed,
+                chunks,
+                mentions,
+                subjects,
+                graph.kinds_of,  # type: ignore[union-attr]
+                self._comps.config.graph.max_pair_entities,
+            )
 
     def _saved_at(self) -> Path | None:
         """Where this commit's view is saved (None: the engine keeps no local files)."""

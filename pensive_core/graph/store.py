@@ -501,6 +501,8 @@ class GraphStore:
         self.logging = True
         with write_transaction(self.db):
             self.db.execute("INSERT OR REPLACE INTO graph_log_from VALUES (1, ?)", (commit + 1,))
+            # rows of a commit that never happened (a writer that died after logging it)
+            self.db.execute("DELETE FROM graph_log WHERE commit_no > ?", (commit,))
 
     def log_changes(self, commit: int) -> None:
         """Before ``commit`` is marked: log the documents written since the last call (a
@@ -508,12 +510,14 @@ class GraphStore:
         document read again that did not change gives the same view)."""
         if not self.logging:  # (no writer started the log: it is not read)
             self.changed_docs.clear()
-        if not self.changed_docs:
             return
         with write_transaction(self.db):
+            # the row of doc "" says this commit was logged (even with nothing changed): a
+            # commit made by a writer that logs nothing (an earlier release) has none, and
+            # a view is not brought forward over it
             self.db.executemany(
                 "INSERT OR IGNORE INTO graph_log VALUES (?, ?)",
-                [(commit, d) for d in sorted(self.changed_docs)],
+                [(commit, d) for d in ["", *sorted(self.changed_docs)]],
             )
             self.db.execute("DELETE FROM graph_log WHERE commit_no <= ?", (commit - LOG_KEEP,))
             self.db.execute(
@@ -522,21 +526,43 @@ class GraphStore:
             )
         self.changed_docs.clear()
 
-    def changed_since(self, commit: int) -> list[str] | None:
-        """Documents whose part of the graph changed after ``commit`` (None: not known, build
-        the view whole)."""
+    def changed_since(self, commit: int, upto: int) -> list[str] | None:
+        """Documents whose part of the graph changed after ``commit`` (those of commits after
+        ``upto`` too, when they are already there), or None when not known for every commit
+        up to ``upto``: build the view whole."""
         try:
             row = self.db.execute("SELECT since FROM graph_log_from WHERE id = 1").fetchone()
             if row is None or row[0] is None or commit < int(row[0]):
                 return None
+            (logged,) = self.db.execute(
+                "SELECT COUNT(*) FROM graph_log WHERE doc_id = '' AND commit_no > ? "
+                "AND commit_no <= ?",
+                (commit, upto),
+            ).fetchone()
+            if logged != max(0, upto - commit):
+                return None  # a commit nobody logged (a writer of an earlier release)
             return [
                 r[0]
                 for r in self.db.execute(
-                    "SELECT DISTINCT doc_id FROM graph_log WHERE commit_no > ?", (commit,)
+                    "SELECT DISTINCT doc_id FROM graph_log WHERE commit_no > ? AND doc_id != ''",
+                    (commit,),
                 )
             ]
         except sqlite3.OperationalError:  # no log (a store no writer of this release opened)
             return None
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Read in one transaction (one snapshot of the tables): the log and the rows it
+        names must not straddle a commit of another process."""
+        if self.db.in_transaction:
+            yield
+            return
+        self.db.execute("BEGIN")
+        try:
+            yield
+        finally:
+            self.db.execute("COMMIT")
 
     def rows_of(
         self, doc_ids: Sequence[str]

@@ -225,7 +225,7 @@ class Committer:
             if comps.learning is not None and changes.removed:
                 comps.learning.forget(changes.removed)
             log_changes = getattr(comps.graph, "log_changes", None)
-            if log_changes is not None:  # which documents readers must read again
+            if log_changes is not None and changes.changed:  # what readers must read again
                 log_changes(comps.archive.commit_number() + 1)
             commit = comps.archive.mark_indexed(changes.changed, changes.written)
             self._committed = commit

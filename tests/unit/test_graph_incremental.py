@@ -40,11 +40,12 @@ def assert_same(a, b):
         assert (x != y).nnz == 0, t
 
 
-def forward(store, view, commit, max_pair):
-    changed = store.changed_since(commit)
-    assert changed is not None
-    chunks, mentions, subjects = store.rows_of(changed)
-    out = update_view(view, changed, chunks, mentions, subjects, store.kinds_of, max_pair)
+def forward(store, view, commit, upto, max_pair):
+    with store.snapshot():
+        changed = store.changed_since(commit, upto)
+        assert changed is not None
+        chunks, mentions, subjects = store.rows_of(changed)
+        out = update_view(view, changed, chunks, mentions, subjects, store.kinds_of, max_pair)
     assert out is not None
     return out
 
@@ -84,28 +85,75 @@ def test_forward_equals_built_over_random_changes(tmp_path, seed):
         store.log_changes(commit)
         if rng.random() < 0.3:
             continue  # this reader skips a commit: the next step covers two
-        view = forward(store, view, seen, max_pair)
+        view = forward(store, view, seen, commit, max_pair)
         seen = commit
         assert_same(view, store.load())
 
 
 def test_log_is_refused_before_the_writer_opened_and_after_it_was_pruned(tmp_path):
     store = GraphStore(sqlite3.connect(tmp_path / "g.sqlite", isolation_level=None))
-    assert store.changed_since(0) is None  # no writer of this release logged anything
+    assert store.changed_since(0, 1) is None  # no writer of this release logged anything
     store.add_document("a", [("a#0", 0, "Ann Lee met Bob Ray.")], WordKinds())
     store.log_changes(1)  # not started: nothing logged, still unknown
-    assert store.changed_since(0) is None
+    assert store.changed_since(0, 1) is None
     store.start_log(3)  # a writer opening at commit 3: views of 3 or before are rebuilt
-    assert store.changed_since(3) is None
-    assert store.changed_since(4) == []
+    assert store.changed_since(3, 3) is None
+    assert store.changed_since(4, 4) == []
+    assert store.changed_since(4, 5) is None  # commit 5 is not logged (yet)
     store.add_document("b", [("b#0", 0, "name_1")], WordKinds())
     store.log_changes(5)
-    assert store.changed_since(4) == ["b"]
-    assert store.changed_since(5) == []
+    assert store.changed_since(4, 5) == ["b"]
+    assert store.changed_since(5, 5) == []
     store.remove_document("b")
     store.log_changes(5 + LOG_KEEP)
-    assert store.changed_since(4) is None  # its rows were pruned
-    assert store.changed_since(6) == ["b"]
+    assert store.changed_since(4, 5 + LOG_KEEP) is None  # its rows were pruned
+    assert store.changed_since(5 + LOG_KEEP - 1, 5 + LOG_KEEP) == ["b"]
+    assert store.changed_since(6, 5 + LOG_KEEP) is None  # commits 7.. were never logged
+
+
+def test_a_commit_of_a_writer_that_logs_nothing_is_not_brought_forward(tmp_path):
+    """A writer of an earlier release changes the tables and moves the commit without a
+    word in the log: a view of before it is built whole."""
+    store = GraphStore(sqlite3.connect(tmp_path / "g.sqlite", isolation_level=None))
+    store.start_log(0)
+    store.add_document("a", [("a#0", 0, "name_1 name_2")], WordKinds())
+    store.log_changes(1)
+    old = GraphStore(store.db)  # logs nothing: start_log was never called on it
+    old.add_document("b", [("b#0", 0, "name_3")], WordKinds())
+    old.log_changes(2)
+    assert store.changed_since(1, 2) is None
+    assert store.changed_since(1, 1) == []
+
+
+def test_a_writer_opening_forgets_commits_that_never_happened(tmp_path):
+    store = GraphStore(sqlite3.connect(tmp_path / "g.sqlite", isolation_level=None))
+    store.start_log(0)
+    store.add_document("a", [("a#0", 0, "name_1")], WordKinds())
+    store.log_changes(1)  # the writer died before its commit 1 was marked
+    again = GraphStore(store.db)
+    again.start_log(0)
+    assert store.db.execute("SELECT COUNT(*) FROM graph_log").fetchone()[0] == 0
+
+
+def test_the_log_and_the_rows_are_read_in_one_snapshot(tmp_path):
+    """Another process committing while a reader brings its view forward: the reader sees
+    the tables as they were when its reading began, log and rows alike."""
+    path = tmp_path / "g.sqlite"
+    writer = GraphStore(sqlite3.connect(path, isolation_level=None))
+    writer.db.execute("PRAGMA journal_mode=WAL")
+    writer.start_log(0)
+    writer.add_document("a", [("a#0", 0, "name_1")], WordKinds())
+    writer.log_changes(1)
+    reader = GraphStore(sqlite3.connect(path, isolation_level=None), create=False)
+    with reader.snapshot():
+        assert reader.changed_since(0, 1) is None and reader.changed_since(1, 1) == []
+        writer.add_document("a", [("a#0", 0, "name_9")], WordKinds())
+        writer.log_changes(2)
+        assert reader.changed_since(1, 1) == []  # commit 2 is not in this snapshot
+        assert [k for _, k, _, _ in reader.rows_of(["a"])[1]] == ["k1"]
+        assert reader.kinds_of(["k9"]) == {}
+    assert reader.changed_since(1, 2) == ["a"]
+    assert [k for _, k, _, _ in reader.rows_of(["a"])[1]] == ["k9"]
 
 
 def test_a_failed_write_stays_logged(tmp_path):
@@ -125,8 +173,8 @@ def test_a_failed_write_stays_logged(tmp_path):
         store.add_document("a", [("a#0", 0, "x")], Boom())
     store.remove_document("gone")  # never there
     store.log_changes(2)
-    assert sorted(store.changed_since(1)) == ["gone"]
-    assert_same(forward(store, view, 1, 30), store.load())
+    assert sorted(store.changed_since(1, 2)) == ["gone"]
+    assert_same(forward(store, view, 1, 2, 30), store.load())
 
 
 def test_a_view_without_documents_or_a_moved_passage_is_built_whole(tmp_path):
