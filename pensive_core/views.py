@@ -60,8 +60,12 @@ class GraphViews:
         commit = comps.commit_no
         if self._state is None or self._state[0][0] != commit:
             view = self._forward(commit) or self._view()
-            cfg = self.activation_config()
-            self._state = ((commit, -1), view, None, view.index(), cfg)
+            if self._state is not None and view is self._state[1]:
+                # nothing in the graph changed: its node index and matrix stand
+                self._state = ((commit, self._state[0][1]), *self._state[1:])
+            else:
+                cfg = self.activation_config()
+                self._state = ((commit, -1), view, None, view.index(), cfg)
         version, view, matrix, index, cfg = self._state
         learned = comps.learning.version if comps.learning is not None else 0
         if version != (commit, learned):

@@ -105,13 +105,13 @@ def update_view(
 
     # the old parts: every passage of a changed document, and the entities they named
     gone = np.fromiter((i for i, d in enumerate(view.docs) if d in changed), np.int64)
-    old_m = view.edges["mentions"].tocsr()
+    gone_m = view.edges["mentions"].tocsr()[gone]
     touched = np.unique(
-        np.concatenate([old_m[gone].indices, view.edges["subject"].tocsr()[gone].indices])
+        np.concatenate([gone_m.indices, view.edges["subject"].tocsr()[gone].indices])
     )
     touched = touched[(touched >= nc) & (touched < nc + ne)]
     if len(gone):
-        co_gone = pair_counts(old_m[gone], max_pair_entities).tocsr()
+        co_gone = pair_counts(gone_m, max_pair_entities).tocsr()
     else:
         co_gone = sparse.csr_matrix((n_old, n_old), dtype=np.float32)
 
@@ -168,7 +168,7 @@ def update_view(
     new_kind[e_added_at] = [extra.setdefault(now[k], len(extra)) for k in added_keys]
     if (new_kind < 0).any():
         return None  # an entity of no kind: not a view build_view made
-    kind_names = sorted(extra, key=extra.__getitem__)
+    kind_names = list(extra)  # (in the order of their indices)
     used = np.unique(new_kind)
     types = sorted(kind_names[i] for i in used.tolist())
     type_at = np.full(len(kind_names), -1, dtype=np.int64)
