@@ -511,6 +511,10 @@ class GraphStore:
         if not self.logging:  # (no writer started the log: it is not read)
             self.changed_docs.clear()
             return
+        try:
+            self.db.execute("SELECT 1 FROM graph_log LIMIT 1")
+        except sqlite3.OperationalError:  # the log was dropped or damaged: start it again, and
+            self.start_log(commit - 1)  # views of before this commit are built whole
         with write_transaction(self.db):
             # the row of doc "" says this commit was logged (even with nothing changed): a
             # commit made by a writer that logs nothing (an earlier release) has none, and

@@ -198,3 +198,17 @@ def test_build_view_records_each_passages_document():
     assert view.nodes[:3] == ["a#0", "a#1", "b#0"]
     assert view.docs == ("a", "a", "b")
     assert np.array_equal(view.edges["next"].toarray()[0, :3], [0, 1, 0])
+
+
+def test_a_dropped_log_is_started_again_and_vouches_only_for_later_commits(tmp_path):
+    store = GraphStore(sqlite3.connect(tmp_path / "g.sqlite", isolation_level=None))
+    store.start_log(0)
+    store.add_document("a", [("a#0", 0, "name_1")], WordKinds())
+    store.log_changes(1)
+    store.db.execute("DROP TABLE graph_log")
+    store.add_document("b", [("b#0", 0, "name_2")], WordKinds())
+    store.log_changes(2)  # no error: the log starts again at this commit
+    assert store.changed_since(1, 2) is None  # commit 2's log alone cannot vouch for 1 -> 2
+    store.add_document("c", [("c#0", 0, "name_3")], WordKinds())
+    store.log_changes(3)
+    assert store.changed_since(2, 3) == ["c"]
