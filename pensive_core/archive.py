@@ -193,7 +193,9 @@ class Archive:
         ).fetchone()
         return None if row is None else (row[0], row[1], row[2], int(row[3]), row[4])
 
-    def mark_indexed(self, changed: bool, ids: Iterable[str] | None = None) -> int:
+    def mark_indexed(
+        self, changed: bool, ids: Iterable[str] | None = None, synced: Iterable[str] = ()
+    ) -> int:
         """Record that written documents' passages are now in the persisted indexes.
 
         Args:
@@ -201,6 +203,9 @@ class Archive:
             ids: The documents the change wrote (None: every pending one). Others stay
                 pending: a document a failed change left, not yet indexed again, is not
                 confirmed by a later change's commit.
+            synced: Meta keys set to the new commit number in the same transaction (the
+                derived tables kept in step by this change), so no write follows the commit
+                point: a full disk then fails the commit whole, never after it.
 
         Returns:
             The store's commit number: every process reading the store reloads when it moves.
@@ -222,6 +227,8 @@ class Archive:
             if changed:
                 commit += 1
                 self.set_meta("commit", commit)
+            for key in synced:
+                self.set_meta(key, commit)
         return commit
 
     def mark_dirty(self) -> None:
@@ -571,9 +578,12 @@ class DocumentStore(Protocol):
         """``(hash, metadata json, timestamp, indexed flag, context generator)`` or None."""
         ...
 
-    def mark_indexed(self, changed: bool, ids: Iterable[str] | None = None) -> int:
-        """Confirm the pending documents ``ids`` (None: all) as indexed and clear the dirty
-        mark; returns the commit number (moved when ``changed``)."""
+    def mark_indexed(
+        self, changed: bool, ids: Iterable[str] | None = None, synced: Iterable[str] = ()
+    ) -> int:
+        """Confirm the pending documents ``ids`` (None: all) as indexed, clear the dirty mark
+        and set the meta keys ``synced`` to the commit number, in one transaction; returns
+        the commit number (moved when ``changed``)."""
         ...
 
     def mark_dirty(self) -> None:

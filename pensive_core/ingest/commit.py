@@ -227,12 +227,18 @@ class Committer:
             log_changes = getattr(comps.graph, "log_changes", None)
             if log_changes is not None and changes.changed:  # what readers must read again
                 log_changes(comps.archive.commit_number() + 1)
-            commit = comps.archive.mark_indexed(changes.changed, changes.written)
+            # the graph and statements were kept in step by this change: opening needs no
+            # scan (noted in the commit's own transaction: nothing is written after it)
+            synced = [
+                name
+                for name, kept in (
+                    ("graph_synced", comps.graph),
+                    ("temporal_synced", comps.temporal),
+                )
+                if kept is not None
+            ]
+            commit = comps.archive.mark_indexed(changes.changed, changes.written, synced)
             self._committed = commit
-            # the graph and statements were kept in step by this change: opening needs no scan
-            for name, kept in (("graph_synced", comps.graph), ("temporal_synced", comps.temporal)):
-                if kept is not None:
-                    comps.archive.set_meta(name, commit)
             # the new commit number first: answers refreshed below must see this commit's
             # graph and filter caches (they are keyed by it), not the ones from before
             comps.commit_no = commit

@@ -220,9 +220,12 @@ class PostgresArchive:
         r = rows[0]
         return (r[0], r[1], r[2], int(r[3]), r[4])
 
-    def mark_indexed(self, changed: bool, ids: Iterable[str] | None = None) -> int:
-        """Confirm pending documents (``ids``; None: all) as indexed, clear the dirty mark;
-        the commit number, moved when ``changed``."""
+    def mark_indexed(
+        self, changed: bool, ids: Iterable[str] | None = None, synced: Iterable[str] = ()
+    ) -> int:
+        """Confirm pending documents (``ids``; None: all) as indexed, clear the dirty mark and
+        set the meta keys ``synced`` to the commit number, in one transaction; the commit
+        number, moved when ``changed``."""
         with self.transaction():
             if ids is None:
                 self._run(
@@ -243,6 +246,8 @@ class PostgresArchive:
             if changed:
                 commit += 1
                 self.set_meta("commit", commit)
+            for key in synced:
+                self.set_meta(key, commit)
         return commit
 
     def mark_dirty(self) -> None:

@@ -143,8 +143,9 @@ class DocumentStoreTests:
         assert a.mark_indexed(True, ["tern"]) == 1  # only the documents the change wrote
         assert a.unindexed() == ["inv"]
         assert [d for d, _ in a.search_documents((), (), ["tern"], 5)] == ["tern"]
-        assert a.mark_indexed(False) == 1  # nothing changed: the commit number stays
+        assert a.mark_indexed(False, synced=["graph_synced"]) == 1  # the commit number stays
         assert a.unindexed() == [] and a.commit_number() == 1
+        assert a.get_meta("graph_synced") == 1  # set in the same transaction
         a.mark_pending(["inv"])
         assert a.unindexed() == ["inv"]
         fp = a.fingerprint("inv")
