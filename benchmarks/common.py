@@ -114,8 +114,18 @@ def environment() -> dict[str, Any]:
 
 
 def write_results(name: str, out: Path, payload: dict[str, Any], markdown: str) -> None:
-    """Write ``NAME.json`` and ``NAME.md``."""
+    """Write ``NAME.json`` and ``NAME.md``; a payload that does not say which commit it
+    measured gets ``source`` (:func:`source_state`), and its page a line naming the commit."""
     out.mkdir(parents=True, exist_ok=True)
+    if "source" not in payload and "commit" not in json.dumps(payload):
+        payload = {**payload, "source": source_state()}
+        commit = payload["source"]["commit"] or "unknown"
+        dirty = payload["source"]["pensive_core_uncommitted"]
+        markdown = markdown.rstrip("\n") + (
+            f"\n\nMeasured on commit {commit}"
+            + (f" with uncommitted changes to {', '.join(dirty)}" if dirty else "")
+            + ".\n"
+        )
     (out / f"{name}.json").write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n")
     (out / f"{name}.md").write_text(markdown)
     print(f"wrote {out / (name + '.json')} and {out / (name + '.md')}")
