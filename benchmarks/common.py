@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -115,9 +116,10 @@ def environment() -> dict[str, Any]:
 
 def write_results(name: str, out: Path, payload: dict[str, Any], markdown: str) -> None:
     """Write ``NAME.json`` and ``NAME.md``; a payload that does not say which commit it
-    measured gets ``source`` (:func:`source_state`), and its page a line naming the commit."""
+    measured (no full commit hash anywhere in it) gets ``source`` (:func:`source_state`), and
+    its page a line naming the commit."""
     out.mkdir(parents=True, exist_ok=True)
-    if "source" not in payload and "commit" not in json.dumps(payload):
+    if "source" not in payload and not re.search(r"\b[0-9a-f]{40}\b", json.dumps(payload)):
         payload = {**payload, "source": source_state()}
         commit = payload["source"]["commit"] or "unknown"
         dirty = payload["source"]["pensive_core_uncommitted"]

@@ -16,6 +16,6 @@ def test_a_result_without_a_commit_gets_one(tmp_path):
 
 
 def test_a_result_with_its_commit_is_left_alone(tmp_path):
-    write_results("y", tmp_path, {"figure": 1, "commit": "abc"}, "# Y\n")
+    write_results("y", tmp_path, {"figure": 1, "commit": "ab" * 20}, "# Y\n")
     assert "source" not in json.loads((tmp_path / "y.json").read_text())
     assert (tmp_path / "y.md").read_text() == "# Y\n"
