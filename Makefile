@@ -56,24 +56,32 @@ bench-setup: $(STAMP)
 
 bench: bench-setup
 	$(BIN)/python -m benchmarks.scifact --store $(BENCH)/scifact
-	$(BIN)/python -m benchmarks.tune_router --store $(BENCH)/scifact
+	rm -rf $(BENCH)/scifact-tune && cp -a $(BENCH)/scifact $(BENCH)/scifact-tune
+	$(BIN)/python -m benchmarks.tune_router --store $(BENCH)/scifact-tune
+	$(BIN)/python -m benchmarks.tune_scifact_fusion --store $(BENCH)/scifact-tune
+	$(BIN)/python -m benchmarks.tune_scifact --store-root $(BENCH)/tune_scifact
 	$(BIN)/python -m benchmarks.router --store $(BENCH)/router --base-store $(BENCH)/scifact
 	$(BIN)/python -m benchmarks.backends --base-store $(BENCH)/scifact
 	$(BIN)/python -m benchmarks.tune_ivfpq
 	$(BIN)/python -m benchmarks.multihop --store $(BENCH)/multihop --scifact-store $(BENCH)/scifact
 	$(BIN)/python -m benchmarks.temporal --store $(BENCH)/temporal --scifact-store $(BENCH)/scifact
+	$(BIN)/python -m benchmarks.changed_facts --store $(BENCH)/changed --scifact-dated --scifact-store $(BENCH)/scifact --locomo-dated
 	$(BIN)/python -m benchmarks.contextual --store $(BENCH)/contextual --compare-store $(BENCH)/scifact
 	$(BIN)/python -m benchmarks.memory --store $(BENCH)/memory
+	$(BIN)/python -m benchmarks.tune_memory --store $(BENCH)/memory
 	$(BIN)/python -m benchmarks.prompt_strategies --store $(BENCH)/memory
 	$(BIN)/python -m benchmarks.reliability --store $(BENCH)/reliability
 	$(BIN)/python -m benchmarks.reliability --store $(BENCH)/reliability --cache-refresh commit --name reliability_commit
 	$(BIN)/python -m benchmarks.reliability --store $(BENCH)/reliability --rate 40 --cache-refresh idle --name reliability_open_idle
 	$(BIN)/python -m benchmarks.reliability --store $(BENCH)/reliability --rate 40 --cache-refresh commit --name reliability_open_commit
 	$(BIN)/python -m benchmarks.postgres_engine --store $(BENCH)/postgres_engine --base-store $(BENCH)/scifact
+	$(BIN)/python -m benchmarks.postgres_parts --base-store $(BENCH)/scifact --store $(BENCH)/pgparts
+	$(BIN)/python -m benchmarks.l1_postgres
 	$(BIN)/python -m benchmarks.replicas --store $(BENCH)/replicas
 	$(BIN)/python -m benchmarks.postgres_parity --store $(BENCH)/parity
-	$(BIN)/python -m benchmarks.weak_results --store $(BENCH)/weak
+	$(BIN)/python -m benchmarks.weak_results --store $(BENCH)/weak/run
 	$(BIN)/python -m benchmarks.boilerplate --store $(BENCH)/weak
+	$(BIN)/python -m benchmarks.boilerplate --store $(BENCH)/weak --max-tokens 48
 	$(BIN)/python -m benchmarks.entity_cards --store $(BENCH)/cards
 	$(BIN)/python -m benchmarks.crash --kills 200
 	$(BIN)/python -m benchmarks.embed_speed
@@ -82,8 +90,9 @@ bench: bench-setup
 	$(BIN)/python -m benchmarks.niah --sizes 100k,1M --peers 1M --store $(BENCH)/niah
 	$(BIN)/python -m benchmarks.niah --sizes 10M --store $(BENCH)/niah
 	$(BIN)/python -m benchmarks.first_query --store $(BENCH)/niah/1M
+	$(BIN)/python -m benchmarks.first_query --store $(BENCH)/niah/10M --name first_query_10M
 	$(BIN)/python -m benchmarks.growth_tokens --store $(BENCH)/niah
-	$(BIN)/python -m benchmarks.ingest_speed --limit 400 --rounds 2
+	$(BIN)/python -m benchmarks.ingest_speed --limit 400 --rounds 3
 	$(BIN)/python -m benchmarks.commit_cost --compare e82caeb
 
 lint: $(STAMP)

@@ -61,6 +61,7 @@ p.close()
 
 def main(argv: list[str] | None = None) -> None:
     ap = base_parser(__doc__.splitlines()[0])
+    ap.add_argument("--name", default="first_query", help="results file name (NAME.json/.md)")
     args = ap.parse_args(argv)
     if args.store is None or not (args.store / "pensive.sqlite").exists():
         raise SystemExit("error: --store must name a built store (see the module docstring)")
@@ -134,7 +135,7 @@ def main(argv: list[str] | None = None) -> None:
         f"{summary['cli_wall_median_s']} s ({', '.join(map(str, summary['cli_wall_s']))}). "
         f"torch imported: {summary['torch_imported']}.",
     ]
-    write_results("first_query", args.out, payload, "\n".join(md) + "\n")
+    write_results(args.name, args.out, payload, "\n".join(md) + "\n")
 
 
 if __name__ == "__main__":
