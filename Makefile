@@ -58,7 +58,6 @@ bench: bench-setup
 	$(BIN)/python -m benchmarks.scifact --store $(BENCH)/scifact
 	rm -rf $(BENCH)/scifact-tune && cp -a $(BENCH)/scifact $(BENCH)/scifact-tune
 	$(BIN)/python -m benchmarks.tune_router --store $(BENCH)/scifact-tune
-	$(BIN)/python -m benchmarks.tune_scifact_fusion --store $(BENCH)/scifact-tune
 	$(BIN)/python -m benchmarks.tune_scifact --store-root $(BENCH)/tune_scifact
 	$(BIN)/python -m benchmarks.router --store $(BENCH)/router --base-store $(BENCH)/scifact
 	$(BIN)/python -m benchmarks.backends --base-store $(BENCH)/scifact
@@ -92,6 +91,7 @@ bench: bench-setup
 	$(BIN)/python -m benchmarks.first_query --store $(BENCH)/niah/1M
 	$(BIN)/python -m benchmarks.first_query --store $(BENCH)/niah/10M --name first_query_10M
 	$(BIN)/python -m benchmarks.growth_tokens --store $(BENCH)/niah
+	$(BIN)/python -m benchmarks.tune_scifact_fusion --store $(BENCH)/scifact-tune --niah-store $(BENCH)/niah --multihop-store $(BENCH)/multihop
 	$(BIN)/python -m benchmarks.ingest_speed --limit 400 --rounds 3
 	$(BIN)/python -m benchmarks.commit_cost --compare e82caeb
 

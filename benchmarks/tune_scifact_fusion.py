@@ -12,11 +12,19 @@ Besides the mean nDCG@10 per split it prints, for each setting against the first
 difference per split and how many queries went up and down, so noise can be told from a gain.
 
     python -m benchmarks.tune_scifact_fusion --store DIR [--data DIR] [--settings NAME,...]
+        [--niah-store .bench/niah --multihop-store .bench/multihop]
+
+With ``--niah-store`` (the needle stores of ``benchmarks.niah``, 100k and 1M) and
+``--multihop-store`` (``benchmarks.multihop``'s HotpotQA and LoCoMo stores), the settings of
+:data:`CROSS` are also run on copies of those stores, so a gain on SciFact can be checked
+against the other development sets in the same results file.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -59,6 +67,80 @@ SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
 }
 
 
+#: The settings cross-checked on the needles, HotpotQA and LoCoMo (the default first).
+CROSS = ("weighted 0.7/1 (old default)", "weighted 1/1", "zscore 1/1", "zscale 1/1")
+#: (row label, path in a niah run's ``pensive`` figures) per needle size.
+NEEDLE_ROWS = (
+    ("", "recall@1", ("overall", "recall@1")),
+    ("", "recall@5", ("overall", "recall@5")),
+    (" identifier", "recall@1", ("by_kind", "identifier", "recall@1")),
+    (" multihop", "recall@5", ("by_kind", "multihop", "recall@5")),
+    (" correction", "recall@1", ("by_kind", "correction", "recall@1")),
+)
+MULTIHOP_SETS = (
+    ("hotpotqa", "HotpotQA-100 (graph on)"),
+    ("locomo", "LoCoMo multi-hop cat. 1 (graph on)"),
+)
+MULTIHOP_MEASURES = ("all@2", "all@5", "all@10", "mean@5")
+
+
+def crosscheck_rows(
+    needles: dict[str, dict[str, Any]], multihop: dict[str, dict[str, Any]]
+) -> list[list[Any]]:
+    """Table rows ``[set, measure, value per CROSS setting]`` from each setting's niah runs
+    (``{setting: {size: run}}``) and multihop runs (``{set: {setting: evaluation}}``)."""
+    rows: list[list[Any]] = []
+    for size in ("1M", "100k"):
+        for suffix, measure, path in NEEDLE_ROWS:
+            values = []
+            for name in CROSS:
+                x: Any = needles[name][size]["pensive"]
+                for key in path:
+                    x = x[key]
+                values.append(round(x, 3))
+            rows.append([f"needles {size}{suffix}", measure, *values])
+    for key, label in MULTIHOP_SETS:
+        for measure in MULTIHOP_MEASURES:
+            values = [round(multihop[key][name]["all"][measure], 4) for name in CROSS]
+            rows.append([label, f"{measure} (all)", *values])
+    return rows
+
+
+def crosschecks(niah_store: Path, multihop_store: Path, data: Path) -> dict[str, Any]:
+    """The :data:`CROSS` settings on copies of the needle and multi-hop stores."""
+    from benchmarks.multihop import load_hotpot, load_locomo, run_systems
+    from benchmarks.niah.__main__ import main as niah_main
+
+    needles: dict[str, dict[str, Any]] = {}
+    multihop: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="pensive-fusion-cross-") as tmp:
+        for i, name in enumerate(CROSS):
+            copy, out = Path(tmp) / f"niah{i}", Path(tmp) / f"out{i}"
+            for size in ("100k", "1M"):
+                shutil.copytree(niah_store / size, copy / size)
+            argv = ["--phase", "query", "--sizes", "1M,100k", "--peers", "", "--data", str(data)]
+            argv += ["--store", str(copy), "--out", str(out)]
+            if i:  # the first is the default: the stores' own configuration
+                argv += ["--config", json.dumps(SETTINGS[name])]
+            niah_main(argv)
+            needles[name] = json.loads((out / "niah.json").read_text())["runs"]
+        systems = {name: SETTINGS[name] if i else {} for i, name in enumerate(CROSS)}
+        for key, loader in (("hotpotqa", load_hotpot), ("locomo", load_locomo)):
+            copy = Path(tmp) / key
+            shutil.copytree(multihop_store / key, copy)
+            multihop[key] = run_systems(copy, loader(data)[1], systems)
+    return {
+        "settings": [f"{CROSS[0].replace(' (old default)', '')} (default)", *CROSS[1:]],
+        "rows": crosscheck_rows(needles, multihop),
+        "command": (
+            "`python -m benchmarks.tune_scifact_fusion --store DIR --niah-store .bench/niah "
+            "--multihop-store .bench/multihop`: `benchmarks.niah --phase query --sizes 1M,100k` "
+            "(needle seed 7, the reported one) and `benchmarks.multihop.run_systems` on copies "
+            "of the stores, each setting as a `--config` / system override"
+        ),
+    }
+
+
 def ndcg10(ranking: list[str], rel: dict[str, int]) -> float:
     """nDCG@10 of one ranking (the same definition as ir-measures' ``nDCG@10``)."""
     dcg = sum(rel.get(d, 0) / math.log2(i + 2) for i, d in enumerate(ranking[:10]))
@@ -74,7 +156,11 @@ def split_name(qid: str, split: str) -> bool:
 def main(argv: list[str] | None = None) -> None:
     ap = base_parser(__doc__ or "")
     ap.add_argument("--settings", default="", help="comma list of SETTINGS names (default all)")
+    ap.add_argument("--niah-store", type=Path, default=None, help="benchmarks.niah's stores")
+    ap.add_argument("--multihop-store", type=Path, default=None, help="benchmarks.multihop's")
     args = ap.parse_args(argv)
+    if (args.niah_store is None) != (args.multihop_store is None):
+        ap.error("--niah-store and --multihop-store go together")
     docs, queries, qrels = load(args.data)
     store = args.store or Path(tempfile.mkdtemp(prefix="pensive-scifact-"))
     p, _ = build_store(store, docs, {"router": {"l1": False}})
@@ -114,6 +200,8 @@ def main(argv: list[str] | None = None) -> None:
     p.close()
     sizes = {s: sum(split_name(q, s) for q in qrels) for s in SPLITS}
     payload = {"splits": sizes, "baseline": names[0], "rows": rows, "environment": environment()}
+    if args.niah_store is not None:
+        payload["crosschecks"] = crosschecks(args.niah_store, args.multihop_store, args.data)
     write_results("tune_scifact_fusion", args.out, payload, render(payload))
 
 
