@@ -117,7 +117,14 @@ def environment() -> dict[str, Any]:
 def write_results(name: str, out: Path, payload: dict[str, Any], markdown: str) -> None:
     """Write ``NAME.json`` and ``NAME.md``; a payload that does not say which commit it
     measured (no full commit hash anywhere in it) gets ``source`` (:func:`source_state`), and
-    its page a line naming the commit."""
+    its page a line naming the commit.
+
+    Raises:
+        ValueError: If ``name`` is empty or names a folder (``--name ../x`` would write
+            outside ``out``).
+    """
+    if not name or Path(name).name != name or name in (".", ".."):
+        raise ValueError(f"a results name is a file name without a folder, got {name!r}")
     out.mkdir(parents=True, exist_ok=True)
     if "source" not in payload and not re.search(r"\b[0-9a-f]{40}\b", json.dumps(payload)):
         payload = {**payload, "source": source_state()}

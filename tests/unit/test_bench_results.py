@@ -4,6 +4,8 @@ that does not carry one (and says so on its page), and leaves one that does alon
 import json
 import re
 
+import pytest
+
 from benchmarks.common import write_results
 
 
@@ -19,3 +21,11 @@ def test_a_result_with_its_commit_is_left_alone(tmp_path):
     write_results("y", tmp_path, {"figure": 1, "commit": "ab" * 20}, "# Y\n")
     assert "source" not in json.loads((tmp_path / "y.json").read_text())
     assert (tmp_path / "y.md").read_text() == "# Y\n"
+
+
+@pytest.mark.parametrize("name", ["", "..", "../x", "a/b", "/tmp/x"])
+def test_a_name_that_leaves_the_results_folder_is_refused(tmp_path, name):
+    out = tmp_path / "out"
+    with pytest.raises(ValueError, match="file name"):
+        write_results(name, out, {"figure": 1}, "# X\n")
+    assert list(tmp_path.iterdir()) == []  # nothing written, not even the folder
