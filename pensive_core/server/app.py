@@ -45,6 +45,7 @@ from ..types import Document
 from ..wire import document_json, result_json
 from .keys import KeyRing
 from .monitor import Job, Monitor
+from .paths import ANY_ID
 from .schemas import (
     ContextIn,
     ErrorBody,
@@ -813,7 +814,7 @@ def create_app(
         )
         return await svc.settle(job, fut, wait, response)
 
-    @app.get("/v1/documents/{doc_id:path}", tags=["documents"])
+    @app.get("/v1/documents/{doc_id:" + ANY_ID + "}", tags=["documents"])
     async def get_document(doc_id: str, ns: str = Ns) -> dict[str, Any]:
         """A stored document, whole."""
 
@@ -823,7 +824,7 @@ def create_app(
 
         return document_json(await svc.blocking(work))
 
-    @app.delete("/v1/documents/{doc_id:path}", tags=["documents"])
+    @app.delete("/v1/documents/{doc_id:" + ANY_ID + "}", tags=["documents"])
     async def delete_document(doc_id: str, response: Response, ns: str = Ns) -> dict[str, Any]:
         """Delete a document and all its passages."""
         job, fut = await svc.blocking(lambda: svc.submit(ns, "delete", "delete", 1, doc_id=doc_id))

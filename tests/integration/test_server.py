@@ -11,6 +11,7 @@ import signal
 import threading
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -520,6 +521,35 @@ def _nest(depth: int) -> dict:
     for _ in range(depth):
         node = {"n": node}
     return node
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [
+        ("report", "report\n"),  # a trailing newline once routed as "report": wrong delete
+        ("a", "a\nb", "\na"),
+        ("x/y", "x/y\r\n", "x/y/"),
+    ],
+)
+def test_ids_with_line_breaks_reach_exactly_their_document(client, ids):
+    """A path parameter that stopped at a line break (or let `$` match before a final one)
+    read and deleted another document: every id the API stores must round-trip."""
+    docs = [
+        {"id": i, "text": f"Line break ledger entry {n} for routing."} for n, i in enumerate(ids)
+    ]
+    assert client.post("/v1/documents", json={"documents": docs}, headers=A).status_code == 200
+    for doc in docs:
+        r = client.get(f"/v1/documents/{quote(doc['id'], safe='')}", headers=A)
+        assert r.status_code == 200 and r.json()["id"] == doc["id"], (doc["id"], r.text)
+    last = docs[-1]["id"]
+    r = client.delete(f"/v1/documents/{quote(last, safe='')}", headers=A)
+    assert r.status_code == 200, r.text
+    r = client.get(f"/v1/documents/{quote(last, safe='')}", headers=A)
+    _error(r, 404, "not_found")
+    for doc in docs[:-1]:  # nothing else went
+        r = client.get(f"/v1/documents/{quote(doc['id'], safe='')}", headers=A)
+        assert r.status_code == 200 and r.json()["text"] == doc["text"]
+        client.delete(f"/v1/documents/{quote(doc['id'], safe='')}", headers=A)
 
 
 def test_path_like_ids_never_touch_the_file_system(client, tmp_path):
