@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import sqlite3
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -605,11 +606,14 @@ def repair(
     out = repair_store(folder, str(config) if config else None)
     if as_json:
         print_json(out)
-    elif not out["rebuilt"] and not out["moved_aside"] and out["before"]["ok"]:
+    elif not out["rebuilt"] and not out["sessions"] and out["before"]["ok"]:
         console.print(f"nothing to repair: {folder} verifies clean", markup=False, soft_wrap=True)
     else:
+        rebuilt = out["rebuilt"] + [
+            f"{s['store']}: {r}" for s in out["sessions"] for r in s["rebuilt"]
+        ]
         console.print(
-            f"repaired {folder}: rebuilt {', '.join(out['rebuilt']) or 'nothing'}; "
+            f"repaired {folder}: rebuilt {', '.join(rebuilt) or 'nothing'}; "
             f"{out['vectors_kept']} vectors kept, {plural(out['reindexed'], 'document')} indexed "
             f"again; moved aside: {', '.join(out['moved_aside']) or 'nothing'} "
             f"({out['seconds']:.1f}s)",
@@ -971,6 +975,11 @@ def main(args: list[str] | None = None) -> None:
     except (typer.Abort, KeyboardInterrupt):
         err_console.print("aborted")
         raise SystemExit(130) from None
+    except sqlite3.DatabaseError as exc:  # a file no layer above turned into a store error
+        where = getattr(exc, "pensive_file", "") or "one of the store's SQLite files"
+        why = f"{where} could not be read ({exc}); `pensive verify` lists what is damaged"
+        err_console.print("[red]error:[/]", escape(why), highlight=False, soft_wrap=True)
+        raise SystemExit(1) from None
     except Exception as exc:
         # click's usage errors (a missing argument, an unknown option, no arguments: the help).
         # Matched by shape, not class: typer 0.29 raises those of its own copy of click.

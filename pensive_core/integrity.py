@@ -4,14 +4,19 @@
 :func:`verify_store` reads every part of an embedded store as a new reader would, without
 writing anything: the archive (SQLite's ``quick_check`` and every document body), the BM25
 segments and the vector files (each against the size and CRC-32 its manifest recorded), the L1
-cache, and the counts the archive, BM25 and the vectors must agree on.
+cache, the counts the archive, BM25 and the vectors must agree on, and the conversations: the
+session registry, each session's turn log, and its turn and window indexes (small stores of
+their own, checked the same way).
 
 :func:`repair_store` rebuilds what is damaged from the archive, which holds every passage
 with its situating context: BM25 from the passages (no embedding), the vectors from what the
 damaged index still holds intact (each vector is checked against the fingerprint recorded
 beside it) plus the passages it lost, embedded again when the store next opens. A damaged
 cache is moved aside. A document whose archived body is damaged cannot be rebuilt from
-anything: it is listed, to be ingested again (its passages, stored apart, stay searchable).
+anything: it is listed, to be ingested again (its passages, stored apart, stay searchable). A
+session's damaged indexes are rebuilt the same way from their own archives; a damaged session
+registry or turn log holds what nothing else does, and is only reported (a backup is the way
+back).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from .context.base import join_context
 from .errors import CorruptStoreError, NotFoundError, StorageError
 from .files import connect_read_only
 from .filters import backend_metadata
+from .memory.turns import TurnContext
 from .sparse.bm25 import BM25Index
 from .storage.embedded import ARCHIVE_FILE, EmbeddedStorage, move_aside
 
@@ -131,6 +137,7 @@ def verify_store(path: str | Path, config: Any = None) -> dict[str, Any]:
                 db.close()
             if rows != ["ok"]:
                 damaged.append(_problem("l1 cache", l1, "; ".join(map(str, rows[:5]))))
+    _verify_conversations(folder, damaged, checked)
     want = counts["archive"]
     for part in ("bm25", "vectors"):
         have = counts[part]
@@ -143,6 +150,61 @@ def verify_store(path: str | Path, config: Any = None) -> dict[str, Any]:
                 )
             )
     return _report(folder, damaged, checked, counts, bad_docs, t0)
+
+
+def _quick_check(path: Path) -> list[str]:
+    """SQLite's ``quick_check`` of a file, read only: ``["ok"]`` when it is sound."""
+    db = connect_read_only(path)
+    try:
+        return [str(r[0]) for r in db.execute("PRAGMA quick_check")]
+    finally:
+        db.close()
+
+
+def _verify_conversations(folder: Path, damaged: list[dict[str, str]], checked: list[str]) -> None:
+    """The conversations of the store at ``folder``: the session registry, each registered
+    session's turn log, and its turn and window indexes (stores of their own, verified as
+    such; a problem found there names that store in ``store``, for :func:`repair_files`)."""
+    root = folder / "conversations"
+    registry = root / "sessions.sqlite"
+    if not registry.is_file():
+        return
+    checked.append("conversations")
+    sessions: list[tuple[str, str, str]] = []
+    with _caught(damaged, "conversations", registry):
+        rows = _quick_check(registry)
+        if rows != ["ok"]:
+            damaged.append(_problem("conversations", registry, "; ".join(rows[:5])))
+            return
+        db = connect_read_only(registry)
+        try:
+            sessions = db.execute("SELECT namespace, session_id, folder FROM sessions").fetchall()
+        finally:
+            db.close()
+    for namespace, session_id, rel in sessions:
+        part = f"conversation {session_id!r} (namespace {namespace!r})"
+        where = root / rel
+        log_file = where / "memory.sqlite"
+        if not log_file.is_file():
+            damaged.append(
+                _problem(
+                    part,
+                    log_file,
+                    "the session is registered but its turn log is missing: its turns are "
+                    "lost (restore the file from a backup, or clear the session)",
+                )
+            )
+        else:
+            with _caught(damaged, part, log_file):
+                rows = _quick_check(log_file)
+                if rows != ["ok"]:
+                    damaged.append(_problem(part, log_file, "; ".join(rows[:5])))
+        for sub in ("index", "windows"):
+            store = where / sub
+            if not (store / ARCHIVE_FILE).is_file():
+                continue  # (not made yet: a session without turns, or windows turned off)
+            for d in verify_store(store)["damaged"]:
+                damaged.append({**d, "part": f"{part} {sub}: {d['part']}", "store": str(store)})
 
 
 def _report(
@@ -183,7 +245,8 @@ def repair_store(path: str | Path, config: Any = None, *, embedder: Any = None) 
     Returns:
         ``before`` and ``after`` (:func:`verify_store` reports), ``rebuilt`` (the parts),
         ``vectors_kept`` (salvaged), ``reindexed`` (documents indexed again),
-        ``moved_aside`` (files), ``documents_damaged`` (to ingest again) and ``seconds``.
+        ``moved_aside`` (files), ``documents_damaged`` (to ingest again), ``sessions``
+        (each session store repaired, with what was rebuilt there) and ``seconds``.
 
     Raises:
         NotFoundError: If there is no store at ``path``.
@@ -198,6 +261,13 @@ def repair_store(path: str | Path, config: Any = None, *, embedder: Any = None) 
     if out["rebuilt"]:
         with Pensive(path, config=config, embedder=embedder) as p:
             out["reindexed"] = p.recovered
+            embedder = p.embedder
+    for session in out["sessions"]:  # opened as the session opens them, to index what is owed
+        store = Path(session["store"])
+        context = TurnContext() if store.name == "index" else None
+        with Pensive(store, embedder=embedder, context_generator=context) as p:
+            out["reindexed"] += p.recovered
+            embedder = p.embedder
     out["after"] = verify_store(path, config)
     out["seconds"] = round(time.perf_counter() - t0, 3)
     return out
@@ -219,7 +289,8 @@ def repair_files(path: str | Path, config: Any = None) -> dict[str, Any]:
         "moved_aside": [],
         "documents_damaged": before["documents_damaged"],
     }
-    parts = {d["part"] for d in before["damaged"]}
+    out["sessions"] = []  # a session's indexes repaired (their stores), and what was rebuilt
+    parts = {d["part"] for d in before["damaged"] if "store" not in d}
     if "archive" in parts and not before["documents_damaged"]:
         raise StorageError(
             f"the archive of the store at {folder} ({folder / ARCHIVE_FILE}) is damaged: "
@@ -256,6 +327,10 @@ def repair_files(path: str | Path, config: Any = None) -> dict[str, Any]:
     finally:
         storage.close()
         storage.unlock_writer()
+    for store in sorted({d["store"] for d in before["damaged"] if "store" in d}):
+        done = repair_files(store)  # a session's indexes: the same repair, on their archives
+        out["sessions"].append({"store": store, "rebuilt": done["rebuilt"]})
+        out["moved_aside"] += done["moved_aside"]
     out["seconds"] = round(time.perf_counter() - t0, 3)
     log.warning("repaired %s: %s", folder, {k: v for k, v in out.items() if k != "before"})
     return out

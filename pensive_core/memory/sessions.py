@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ..errors import InputError
+from ..files import connect_read_only
 from ..timeutil import to_iso, utcnow
 from ..validate import check_text
 
@@ -86,20 +87,19 @@ class SessionRegistry:
         path = root / "sessions.sqlite"
         if read_only and not path.is_file():
             return
+        if read_only:  # (on a read-only filesystem too, where mode=ro alone cannot open it)
+            self._db = connect_read_only(path)
+            return
         root.mkdir(parents=True, exist_ok=True)
-        uri = f"file:{path}?mode=ro" if read_only else f"file:{path}"
-        self._db = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=30)
-        if not read_only:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS sessions (namespace TEXT NOT NULL, "
-                "session_id TEXT NOT NULL, user TEXT, folder TEXT NOT NULL, created TEXT NOT NULL, "
-                "PRIMARY KEY (namespace, session_id))"
-            )
-            self._db.execute(
-                "CREATE INDEX IF NOT EXISTS sessions_user ON sessions (namespace, user)"
-            )
-            self._db.commit()
+        self._db = sqlite3.connect(path, check_same_thread=False, timeout=30)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS sessions (namespace TEXT NOT NULL, "
+            "session_id TEXT NOT NULL, user TEXT, folder TEXT NOT NULL, created TEXT NOT NULL, "
+            "PRIMARY KEY (namespace, session_id))"
+        )
+        self._db.execute("CREATE INDEX IF NOT EXISTS sessions_user ON sessions (namespace, user)")
+        self._db.commit()
 
     def get(self, namespace: str, session_id: str) -> SessionInfo | None:
         """The session's registration, or None."""

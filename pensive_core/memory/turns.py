@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from ..context.base import ContextRequest
 from ..errors import InputError
+from ..files import connect_read_only
 from ..timeutil import ensure_utc, from_iso, to_iso, utcnow
 from ..types import Hit
 from ..validate import check_id, check_metadata, check_text
@@ -365,11 +366,8 @@ class TurnLog:
         if read_only:
             if not path.is_file():
                 return None
-            return cls(
-                sqlite3.connect(
-                    f"file:{path}?mode=ro", uri=True, check_same_thread=False, timeout=30
-                )
-            )
+            # (on a read-only filesystem too, where mode=ro alone cannot open a log in WAL mode)
+            return cls(connect_read_only(path))
         folder.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(path, check_same_thread=False, timeout=30)
         db.execute("PRAGMA journal_mode=WAL")

@@ -130,6 +130,36 @@ def test_a_store_on_a_read_only_filesystem_opens_read_only_and_refuses_writers(s
     assert out.returncode == 1 and "read-only" in err and "Traceback" not in err, err
 
 
+def test_conversations_read_on_a_read_only_filesystem(small_fs):
+    """The session registry and turn logs are in WAL mode: ``mode=ro`` alone cannot open
+    them where no ``-shm`` can be made, and every conversation read (and ``pensive health``,
+    which counts sessions) failed with a raw ``OperationalError``."""
+    fs = small_fs("64m")
+    store = fs / "store"
+    with Pensive(store, config=CFG) as p:
+        p.ingest(docs("a", 5))
+        conv = p.conversation("s42", user="ana")
+        conv.add("user", "I moved to Lisbon last week")
+        conv.add("user", "My dog is called Rex")
+        recalled = [h.chunk_id for h in conv.recall("Lisbon", k=2)]
+    remount(fs, "ro")
+    files = listing(store)
+    with Pensive(store, read_only=True) as r:
+        assert r.conversations() == ["s42"]
+        conv = r.conversation("s42", create=False)
+        assert [t.text for t in conv.turns()][1] == "My dog is called Rex"
+        assert [h.chunk_id for h in conv.recall("Lisbon", k=2)] == recalled
+    assert listing(store) == files  # nothing created beside the files
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    for args in (["health"], ["chat", "list"], ["chat", "turns", "s42"]):
+        out = subprocess.run(
+            [sys.executable, "-m", "pensive_core.cli", *args, "--store", str(store)],
+            capture_output=True,
+            env=env,
+        )
+        assert out.returncode == 0, (args, out.stderr.decode())
+
+
 # -- disk full (D12) ---------------------------------------------------------------------------
 def test_a_full_disk_is_one_storage_error_and_the_batch_is_absent_or_complete(small_fs):
     fs = small_fs("64m")
