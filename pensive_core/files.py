@@ -38,6 +38,7 @@ __all__ = [
     "file_sum",
     "last_generation",
     "load_npy",
+    "load_npz",
     "load_npy_checked",
     "npy_bytes",
     "read_checked",
@@ -93,6 +94,13 @@ def load_npy(path: str | os.PathLike[str]) -> np.ndarray:
     """``np.load`` of one array, never a pickle, safe to call from many threads."""
     with _NPY_LOCK:
         return np.load(path, allow_pickle=False)
+
+
+def load_npz(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
+    """Every array of an ``.npz`` file, never a pickle, all read under :func:`load_npy`'s lock
+    (an ``.npz`` parses each array's header when the array is read, not when it is opened)."""
+    with _NPY_LOCK, np.load(path, allow_pickle=False) as z:
+        return {name: z[name] for name in z.files}
 
 
 def npy_bytes(arr: np.ndarray) -> bytes:

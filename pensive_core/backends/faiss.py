@@ -47,6 +47,7 @@ from ..files import (
     corrupt,
     damaged,
     last_generation,
+    load_npy,
     load_npy_checked,
     npy_bytes,
     read_checked,
@@ -783,7 +784,7 @@ class FaissBackend:
             whole = True  # the index file is exactly what was written
         recorded: dict[int, int] = {}
         with contextlib.suppress(Exception):  # a damaged record only costs its vector
-            rows = np.load(folder / entry["sums"], allow_pickle=False)
+            rows = load_npy(folder / entry["sums"])
             recorded = dict(zip(rows[:, 0].astype(np.int64).tolist(), rows[:, 1].tolist()))
         if not whole and not recorded:
             return {}
@@ -850,8 +851,8 @@ def _read_vectors(path: Path, ids: np.ndarray, dim: int) -> tuple[np.ndarray, np
             )
             return None
         return (
-            np.load(Path(tmp) / "ids.npy", allow_pickle=False),
-            np.load(Path(tmp) / "vectors.npy", allow_pickle=False),
+            load_npy(Path(tmp) / "ids.npy"),
+            load_npy(Path(tmp) / "vectors.npy"),
         )
 
 

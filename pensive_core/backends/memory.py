@@ -21,6 +21,7 @@ from ..files import (
     check_file,
     corrupt,
     damaged,
+    load_npy,
     load_npy_checked,
     npy_bytes,
     read_manifest,
@@ -228,7 +229,7 @@ class MemoryBackend:
             check_file(path, files[entry["vectors"]])
             whole = True
         try:
-            vecs = np.load(path, allow_pickle=False).astype(np.float32)
+            vecs = load_npy(path).astype(np.float32)
         except (OSError, ValueError):
             return {}
         recorded = entry.get("sums") or []

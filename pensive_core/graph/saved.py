@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 from scipy import sparse
 
-from ..files import atomic_write_bytes
+from ..files import atomic_write_bytes, load_npz
 from .store import EDGE_TYPES, GraphView
 
 __all__ = ["load_view", "save_view", "view_path"]
@@ -66,20 +66,22 @@ def load_view(path: Path) -> GraphView | None:
     if not path.is_file():
         return None
     try:
-        with np.load(path, allow_pickle=False) as z:
-            nodes = json.loads(z["nodes"].tobytes())
-            n_chunks, n_entities, n = (int(x) for x in z["shape"])
-            docs = json.loads(z["docs"].tobytes())
-            if not isinstance(nodes, list) or len(nodes) != n:
-                raise ValueError("node list and shape disagree")
-            if not isinstance(docs, list) or len(docs) not in (0, n_chunks):
-                raise ValueError("document list and shape disagree")
-            edges = {
-                name: sparse.csr_matrix(
-                    (z[f"{name}.data"], z[f"{name}.indices"], z[f"{name}.indptr"]), shape=(n, n)
-                )
-                for name in EDGE_TYPES
-            }
+        z = load_npz(path)  # (under the lock every .npy header parse takes: ast is not
+        # thread-safe in CPython 3.11, and a reader's warm-up thread loads this view while
+        # the opening thread reads the vector index)
+        nodes = json.loads(z["nodes"].tobytes())
+        n_chunks, n_entities, n = (int(x) for x in z["shape"])
+        docs = json.loads(z["docs"].tobytes())
+        if not isinstance(nodes, list) or len(nodes) != n:
+            raise ValueError("node list and shape disagree")
+        if not isinstance(docs, list) or len(docs) not in (0, n_chunks):
+            raise ValueError("document list and shape disagree")
+        edges = {
+            name: sparse.csr_matrix(
+                (z[f"{name}.data"], z[f"{name}.indices"], z[f"{name}.indptr"]), shape=(n, n)
+            )
+            for name in EDGE_TYPES
+        }
     except Exception as exc:  # noqa: BLE001 - a torn or foreign file: build from the tables
         log.warning("ignoring the saved graph view %s: %s", path, exc)
         return None

@@ -70,6 +70,36 @@ def test_every_numpy_load_refuses_pickles_and_torch_load_is_never_called():
     assert bad == []
 
 
+def test_every_numpy_load_takes_the_one_lock():
+    """numpy parses a .npy header with ``ast.literal_eval``, which is not thread-safe in
+    CPython 3.11 ("SystemError: AST constructor recursion depth mismatch"): a reader's warm-up
+    thread loaded the saved graph view with a bare ``np.load`` while the opening thread read
+    the FAISS ids under the lock, and a read-only open failed in CI. Every load in the package
+    goes through ``files`` (``load_npy``, ``load_npz``, ``load_npy_checked``), which hold one
+    lock; the only exception is the salvage child, a process of its own."""
+    bare = []
+    for path in _sources():
+        if path.name == "files.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        child = {
+            n
+            for f in ast.walk(tree)
+            if isinstance(f, ast.FunctionDef) and f.name == "dump_vectors"
+            for n in ast.walk(f)
+        }
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "load"
+                and ast.unparse(node.func.value) in ("np", "numpy")
+                and node not in child
+            ):
+                bare.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert bare == []
+
+
 @pytest.fixture
 def no_unpickling(monkeypatch):
     def refuse(*args, **kwargs):
