@@ -130,13 +130,7 @@ def verify_store(path: str | Path, config: Any = None) -> dict[str, Any]:
     if l1.exists():
         with _caught(damaged, "l1 cache", l1):
             checked.append("l1 cache")
-            db = connect_read_only(l1)
-            try:
-                rows = [r[0] for r in db.execute("PRAGMA quick_check")]
-            finally:
-                db.close()
-            if rows != ["ok"]:
-                damaged.append(_problem("l1 cache", l1, "; ".join(map(str, rows[:5]))))
+            _quick_check(l1, damaged, "l1 cache")
     _verify_conversations(folder, damaged, checked)
     want = counts["archive"]
     for part in ("bm25", "vectors"):
@@ -152,11 +146,21 @@ def verify_store(path: str | Path, config: Any = None) -> dict[str, Any]:
     return _report(folder, damaged, checked, counts, bad_docs, t0)
 
 
-def _quick_check(path: Path) -> list[str]:
-    """SQLite's ``quick_check`` of a file, read only: ``["ok"]`` when it is sound."""
+def _quick_check(
+    path: Path, damaged: list[dict[str, str]], part: str, sql: str | None = None
+) -> list[Any]:
+    """SQLite's ``quick_check`` of a file, read only; a failed check is added to ``damaged``.
+
+    Returns:
+        The rows of ``sql`` read on the same connection when the file is sound (else none).
+    """
     db = connect_read_only(path)
     try:
-        return [str(r[0]) for r in db.execute("PRAGMA quick_check")]
+        rows = [str(r[0]) for r in db.execute("PRAGMA quick_check")]
+        if rows != ["ok"]:
+            damaged.append(_problem(part, path, "; ".join(rows[:5])))
+            return []
+        return db.execute(sql).fetchall() if sql else []
     finally:
         db.close()
 
@@ -170,17 +174,10 @@ def _verify_conversations(folder: Path, damaged: list[dict[str, str]], checked: 
     if not registry.is_file():
         return
     checked.append("conversations")
-    sessions: list[tuple[str, str, str]] = []
+    sessions: list[Any] = []
     with _caught(damaged, "conversations", registry):
-        rows = _quick_check(registry)
-        if rows != ["ok"]:
-            damaged.append(_problem("conversations", registry, "; ".join(rows[:5])))
-            return
-        db = connect_read_only(registry)
-        try:
-            sessions = db.execute("SELECT namespace, session_id, folder FROM sessions").fetchall()
-        finally:
-            db.close()
+        sql = "SELECT namespace, session_id, folder FROM sessions"
+        sessions = _quick_check(registry, damaged, "conversations", sql)
     for namespace, session_id, rel in sessions:
         part = f"conversation {session_id!r} (namespace {namespace!r})"
         where = root / rel
@@ -196,9 +193,7 @@ def _verify_conversations(folder: Path, damaged: list[dict[str, str]], checked: 
             )
         else:
             with _caught(damaged, part, log_file):
-                rows = _quick_check(log_file)
-                if rows != ["ok"]:
-                    damaged.append(_problem(part, log_file, "; ".join(rows[:5])))
+                _quick_check(log_file, damaged, part)
         for sub in ("index", "windows"):
             store = where / sub
             if not (store / ARCHIVE_FILE).is_file():

@@ -85,10 +85,8 @@ class SessionRegistry:
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
         path = root / "sessions.sqlite"
-        if read_only and not path.is_file():
-            return
         if read_only:  # (on a read-only filesystem too, where mode=ro alone cannot open it)
-            self._db = connect_read_only(path)
+            self._db = connect_read_only(path) if path.is_file() else None
             return
         root.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(path, check_same_thread=False, timeout=30)
