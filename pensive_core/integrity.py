@@ -181,6 +181,10 @@ def _verify_conversations(folder: Path, damaged: list[dict[str, str]], checked: 
     for namespace, session_id, rel in sessions:
         part = f"conversation {session_id!r} (namespace {namespace!r})"
         where = root / rel
+        if not where.resolve().is_relative_to(root.resolve()):  # never read or repaired
+            why = f"the session registry names a folder outside {root}: {rel!r}"
+            damaged.append(_problem(part, registry, why))
+            continue
         log_file = where / "memory.sqlite"
         if not log_file.is_file():
             damaged.append(

@@ -118,3 +118,25 @@ def test_a_session_index_that_lost_its_vectors_is_found_and_repaired(store, sub)
     assert out["after"]["ok"], out["after"]["damaged"]
     assert recalled(store) == before
     assert verify_store(session_folder(store) / sub)["ok"]
+
+
+def test_a_registry_row_naming_a_folder_outside_is_reported_and_never_repaired(store, tmp_path):
+    """A registry is data: a row whose folder leaves ``conversations/`` made ``verify`` read,
+    and ``repair`` rewrite, a store elsewhere on the disk."""
+    import sqlite3
+
+    outside = tmp_path / "elsewhere"
+    shutil.copytree(session_folder(store), outside)
+    (outside / "index" / "vectors" / "faiss.json").unlink()
+    files = sorted(str(p) for p in outside.rglob("*"))
+    db = sqlite3.connect(store / "conversations" / "sessions.sqlite")
+    rel = os.path.relpath(outside, store / "conversations")
+    db.execute("INSERT INTO sessions VALUES ('default', 'x', NULL, ?, '2026-01-01')", (rel,))
+    db.commit()
+    db.close()
+    report = verify_store(store)
+    bad = [d for d in report["damaged"] if "outside" in d["problem"]]
+    assert bad and not [d for d in report["damaged"] if "store" in d]
+    out = repair_store(store)
+    assert out["sessions"] == []
+    assert sorted(str(p) for p in outside.rglob("*")) == files  # nothing written there
